@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/casestudy"
+	"github.com/secgpt/secgpt/hub"
+)
+
+// consentPolicies are the non-interactive answers `ask` can give.
+var consentPolicies = map[string]hub.Consenter{
+	"allow-planned": hub.AllowPlanned{},
+	"deny-all":      hub.DenyAll{},
+}
+
+func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("ask", stderr)
+	configPath := fs.String("config", "", "config file")
+	user := fs.String("user", "", "the user the query is from (required)")
+	policy := fs.String("consent", "allow-planned", "how consent requests are answered: allow-planned or deny-all")
+	asJSON := fs.Bool("json", false, "print the full record as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	consenter, ok := consentPolicies[*policy]
+	switch {
+	case *user == "":
+		return &usageError{msg: "ask: --user is required"}
+	case !ok:
+		return &usageError{msg: fmt.Sprintf("ask: unknown --consent policy %q (use allow-planned or deny-all)", *policy)}
+	case fs.NArg() != 1:
+		return &usageError{msg: "ask: give exactly one query, quoted"}
+	}
+	sys, err := openFor(ctx, *configPath, stderr)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	reply, err := sys.hub.Handle(ctx, hub.Request{User: *user, Query: fs.Arg(0), Consenter: consenter})
+	if *asJSON && reply != nil && reply.Record != nil {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if encErr := enc.Encode(reply.Record); encErr != nil {
+			return fmt.Errorf("failed to print record: %w", encErr)
+		}
+	}
+	if err != nil {
+		return userFacing(err)
+	}
+	if !*asJSON {
+		fmt.Fprintln(stdout, reply.Answer)
+	}
+	return nil
+}
+
+// userFacing keeps the hub's message for the user and drops internals.
+func userFacing(err error) error {
+	var he *hub.Error
+	if errors.As(err, &he) {
+		return errors.New(he.Message)
+	}
+	return err
+}
+
+func runCaseStudy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("casestudy", stderr)
+	mode := fs.String("mode", "both", "isolated, vanilla or both")
+	latency := fs.Duration("latency", 0, "simulated model latency per call")
+	asJSON := fs.Bool("json", false, "print rows as JSON")
+	logLevel := fs.String("log-level", "error", "log level")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var modes []casestudy.Mode
+	switch *mode {
+	case "isolated":
+		modes = []casestudy.Mode{casestudy.Isolated}
+	case "vanilla":
+		modes = []casestudy.Mode{casestudy.Vanilla}
+	case "both":
+		modes = []casestudy.Mode{casestudy.Isolated, casestudy.Vanilla}
+	default:
+		return &usageError{msg: fmt.Sprintf("casestudy: --mode must be isolated, vanilla or both, not %q", *mode)}
+	}
+	dir, err := os.MkdirTemp("", "secgpt-casestudy-")
+	if err != nil {
+		return &startupError{err: fmt.Errorf("failed to create work directory: %w", err)}
+	}
+	defer os.RemoveAll(dir)
+	log := newLogger(LoggingConfig{Level: *logLevel, Format: "console"}, stderr)
+	rows, err := casestudy.RunCases(ctx, casestudy.Options{
+		BuildHub: caseStudyHub(dir, log), Dir: dir, Latency: *latency, Log: log,
+	}, fs.Args(), modes)
+	if err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return fmt.Errorf("failed to print rows: %w", err)
+		}
+	} else {
+		printRows(stdout, rows)
+	}
+	var bad []string
+	for _, r := range rows {
+		if !r.OK() {
+			bad = append(bad, fmt.Sprintf("%s/%s", r.Case, r.Mode))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("case studies not as the architecture promises: %s", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func printRows(w io.Writer, rows []casestudy.Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CASE\tMODE\tATTACK SUCCEEDED\tTASK DONE\tLLM CALLS\tWALL\tDETAIL")
+	for _, r := range rows {
+		detail := r.Detail
+		if r.Err != "" {
+			detail = "error: " + r.Err
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Case, r.Mode, yesNo(r.Attack), yesNo(r.Task), r.LLMCalls, r.Wall.Round(time.Millisecond), detail)
+	}
+	tw.Flush()
+}
+
+func runApps(args []string, stdout io.Writer) error {
+	fs := newFlags("apps", stdout)
+	configPath := fs.String("config", "", "config file")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, _, err := configFor(*configPath)
+	if err != nil {
+		return err
+	}
+	for _, name := range cfg.Apps.Installed {
+		a, _ := apps.Lookup(name)
+		printApp(stdout, a.Spec(), cfg.Sandbox)
+	}
+	return nil
+}
+
+// printApp describes one app: what it is, what it may reach, how it is confined.
+func printApp(w io.Writer, s apps.Spec, sb SandboxConfig) {
+	kind := "built-in"
+	if s.IsAnnotation() {
+		kind = "built-in annotation app"
+	}
+	egress := "none"
+	if len(s.Egress) > 0 {
+		egress = strings.Join(s.Egress, ", ")
+	}
+	l := sandboxLimits(sb)
+	fmt.Fprintf(w, "%s %s (%s)\n", s.Name, s.Version, kind)
+	fmt.Fprintf(w, "  identity:    %s\n", s.Hash())
+	fmt.Fprintf(w, "  description: %s\n", oneLine(s.Description, 200))
+	fmt.Fprintf(w, "  egress:      %s\n", egress)
+	fmt.Fprintf(w, "  sandbox:     profile %s, cpu %ds, address space %d MiB, file size %d MiB, open files %d\n",
+		s.Profile, l.CPUSeconds, l.AddressSpace>>20, l.FileSize>>20, l.OpenFiles)
+	fmt.Fprintf(w, "  functions:  ")
+	for _, f := range s.Functions {
+		fmt.Fprintf(w, " %s", f.Name)
+	}
+	fmt.Fprintln(w)
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("seed", stderr)
+	configPath := fs.String("config", "", "config file")
+	user := fs.String("user", "", "the user whose app data to seed (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *user == "" || fs.NArg() != 1 {
+		return &usageError{msg: "seed: usage: secgpt seed --user ID FILE"}
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("failed to open fixture: %w", err)
+	}
+	defer f.Close()
+	cfg, _, err := configFor(*configPath)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, cfg.Database)
+	if err != nil {
+		return &startupError{err: err}
+	}
+	defer st.Close()
+	n, err := st.SeedFixture(ctx, *user, f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "seeded %d documents for %s\n", n, *user)
+	return nil
+}

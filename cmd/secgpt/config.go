@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/secgpt/secgpt/apps"
+)
+
+// Config is the operator's configuration. config.example.yaml at the
+// repository root documents every field.
+type Config struct {
+	LLM       LLMConfig       `yaml:"llm"`
+	Database  string          `yaml:"database"`
+	Apps      AppsConfig      `yaml:"apps"`
+	Consent   ConsentConfig   `yaml:"consent"`
+	Deadlines DeadlinesConfig `yaml:"deadlines"`
+	Sessions  SessionsConfig  `yaml:"sessions"`
+	Spokes    SpokesConfig    `yaml:"spokes"`
+	Budgets   BudgetsConfig   `yaml:"budgets"`
+	Sandbox   SandboxConfig   `yaml:"sandbox"`
+	Logging   LoggingConfig   `yaml:"logging"`
+}
+
+type LLMConfig struct {
+	Provider         string          `yaml:"provider"`
+	BaseURL          string          `yaml:"base_url"`
+	APIKeyEnv        string          `yaml:"api_key_env"`
+	Timeout          time.Duration   `yaml:"timeout"`
+	StructuredOutput string          `yaml:"structured_output"`
+	Models           ModelsConfig    `yaml:"models"`
+	Simulator        SimulatorConfig `yaml:"simulator"`
+}
+
+type ModelsConfig struct {
+	Planner string            `yaml:"planner"`
+	Spoke   string            `yaml:"spoke"`
+	Vanilla string            `yaml:"vanilla"`
+	Apps    map[string]string `yaml:"apps"`
+}
+
+type SimulatorConfig struct {
+	Latency time.Duration `yaml:"latency"`
+}
+
+type AppsConfig struct {
+	Installed []string `yaml:"installed"`
+}
+
+type ConsentConfig struct {
+	OutOfPlan string        `yaml:"out_of_plan"`
+	Timeout   time.Duration `yaml:"timeout"`
+}
+
+type DeadlinesConfig struct {
+	Step       time.Duration `yaml:"step"`
+	SpokeStart time.Duration `yaml:"spoke_start"`
+}
+
+type SessionsConfig struct {
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+type SpokesConfig struct {
+	IdleTimeout        time.Duration `yaml:"idle_timeout"`
+	MaxFrameBytes      int           `yaml:"max_frame_bytes"`
+	MaxFramesPerSecond int           `yaml:"max_frames_per_second"`
+	ScratchDir         string        `yaml:"scratch_dir"`
+}
+
+type BudgetsConfig struct {
+	MaxQueryBytes       int `yaml:"max_query_bytes"`
+	MaxPlanSteps        int `yaml:"max_plan_steps"`
+	MaxLLMCallsPerStep  int `yaml:"max_llm_calls_per_step"`
+	MaxLLMCallsPerQuery int `yaml:"max_llm_calls_per_query"`
+	MaxPromptBytes      int `yaml:"max_prompt_bytes"`
+	HistoryEntries      int `yaml:"history_entries"`
+	MemoryEntries       int `yaml:"memory_entries"`
+}
+
+type SandboxConfig struct {
+	CPUSeconds        uint64 `yaml:"cpu_seconds"`
+	AddressSpaceBytes uint64 `yaml:"address_space_bytes"`
+	FileSizeBytes     uint64 `yaml:"file_size_bytes"`
+	OpenFiles         uint64 `yaml:"open_files"`
+	Namespaces        bool   `yaml:"namespaces"`
+	// AllowWeaker is the operator's explicit opt-out: run apps even when the
+	// kernel lacks seccomp or Landlock. Logged loudly.
+	AllowWeaker bool `yaml:"allow_weaker_sandbox"`
+}
+
+type LoggingConfig struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// defaultConfig is what runs with no config file: the SQLite default and an
+// OpenAI-compatible endpoint from the environment, or the simulator.
+func defaultConfig() Config {
+	dataDir := os.Getenv("XDG_DATA_HOME")
+	if dataDir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = "."
+		}
+		dataDir = filepath.Join(home, ".local", "share")
+	}
+	dataDir = filepath.Join(dataDir, "secgpt")
+	// Spokes run as an unprivileged uid when the hub is root, and must be
+	// able to pass through to their scratch: not under root's home.
+	scratch := filepath.Join(dataDir, "scratch")
+	if os.Geteuid() == 0 {
+		scratch = "/var/lib/secgpt/scratch"
+	}
+	var installed []string
+	for _, a := range apps.Builtin() {
+		installed = append(installed, a.Spec().Name)
+	}
+	return Config{
+		LLM: LLMConfig{
+			Provider:         "openai",
+			BaseURL:          "https://api.openai.com/v1",
+			APIKeyEnv:        "OPENAI_API_KEY",
+			Timeout:          60 * time.Second,
+			StructuredOutput: "auto",
+			Models:           ModelsConfig{Planner: "gpt-4o-mini", Spoke: "gpt-4o-mini", Vanilla: "gpt-4o-mini"},
+		},
+		Database:  filepath.Join(dataDir, "secgpt.db"),
+		Apps:      AppsConfig{Installed: installed},
+		Consent:   ConsentConfig{OutOfPlan: "ask", Timeout: 5 * time.Minute},
+		Deadlines: DeadlinesConfig{Step: 2 * time.Minute, SpokeStart: 5 * time.Second},
+		Sessions:  SessionsConfig{IdleTimeout: time.Hour},
+		Spokes: SpokesConfig{
+			IdleTimeout: 10 * time.Minute, MaxFrameBytes: 1 << 20, MaxFramesPerSecond: 500,
+			ScratchDir: scratch,
+		},
+		Budgets: BudgetsConfig{
+			MaxQueryBytes: 8 << 10, MaxPlanSteps: 8, MaxLLMCallsPerStep: 8, MaxLLMCallsPerQuery: 32,
+			MaxPromptBytes: 512 << 10, HistoryEntries: 20, MemoryEntries: 20,
+		},
+		Logging: LoggingConfig{Level: "warn", Format: "console"},
+	}
+}
+
+// applyEnvironment fills the endpoint from the environment when no config
+// file chose one: SECGPT_LLM_BASE_URL or OPENAI_BASE_URL, else the
+// simulator unless an OpenAI key is set. It returns a note for the user.
+func (c *Config) applyEnvironment() string {
+	for _, v := range []string{"SECGPT_LLM_BASE_URL", "OPENAI_BASE_URL"} {
+		if u := os.Getenv(v); u != "" {
+			c.LLM.BaseURL = u
+			if m := os.Getenv("SECGPT_LLM_MODEL"); m != "" {
+				c.LLM.Models = ModelsConfig{Planner: m, Spoke: m, Vanilla: m}
+			}
+			return fmt.Sprintf("Using the model endpoint %s from $%s.", u, v)
+		}
+	}
+	if os.Getenv(c.LLM.APIKeyEnv) != "" {
+		return fmt.Sprintf("Using %s with the key from $%s.", c.LLM.BaseURL, c.LLM.APIKeyEnv)
+	}
+	c.LLM.Provider = "simulator"
+	return "No model endpoint is configured (set SECGPT_LLM_BASE_URL or OPENAI_API_KEY): using the built-in simulated model, which obeys every instruction it reads."
+}
+
+// loadConfig reads a YAML config over the defaults. Unknown fields are errors.
+func loadConfig(path string) (Config, error) {
+	cfg := defaultConfig()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("failed to read config: %w", err)
+	}
+	if err := decodeConfig(bytes.NewReader(b), &cfg); err != nil {
+		return Config{}, err
+	}
+	cfg.Database = expandHome(cfg.Database)
+	cfg.Spokes.ScratchDir = expandHome(cfg.Spokes.ScratchDir)
+	return cfg, nil
+}
+
+// expandHome replaces a leading "~/" with the user's home directory.
+func expandHome(path string) string {
+	rest, ok := strings.CutPrefix(path, "~/")
+	if !ok {
+		return path
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return path
+	}
+	return filepath.Join(home, rest)
+}
+
+var yamlFieldError = regexp.MustCompile(`line (\d+): field (\S+) not found in type main\.(\w+)`)
+
+func decodeConfig(r io.Reader, cfg *Config) error {
+	dec := yaml.NewDecoder(r)
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		msg := err.Error()
+		if m := yamlFieldError.FindStringSubmatch(msg); m != nil {
+			section := strings.TrimSuffix(strings.ToLower(m[3]), "config")
+			return fmt.Errorf("config: line %s: unknown field %q in %s", m[1], m[2], section)
+		}
+		msg = strings.TrimPrefix(msg, "yaml: ")
+		msg = strings.ReplaceAll(msg, "\n", "; ")
+		return fmt.Errorf("config: %s", msg)
+	}
+	return nil
+}
+
+// validate checks every field and returns the first problem as one line
+// naming the field.
+func (c *Config) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("config: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	switch c.LLM.Provider {
+	case "openai", "simulator":
+	default:
+		return bad("llm.provider", "must be openai or simulator, not %q", c.LLM.Provider)
+	}
+	if c.LLM.Provider == "openai" {
+		u, err := url.Parse(c.LLM.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("llm.base_url", "must be an http or https URL, not %q", c.LLM.BaseURL)
+		}
+		if c.LLM.Models.Planner == "" {
+			return bad("llm.models.planner", "is required")
+		}
+		if c.LLM.Models.Spoke == "" {
+			return bad("llm.models.spoke", "is required")
+		}
+		if c.LLM.Models.Vanilla == "" {
+			return bad("llm.models.vanilla", "is required")
+		}
+	}
+	if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`).MatchString(c.LLM.APIKeyEnv) {
+		return bad("llm.api_key_env", "must name an environment variable (the key itself never goes in the file)")
+	}
+	if c.LLM.Timeout <= 0 {
+		return bad("llm.timeout", "must be a positive duration such as 60s")
+	}
+	switch c.LLM.StructuredOutput {
+	case "auto", "on", "off":
+	default:
+		return bad("llm.structured_output", "must be auto, on or off, not %q", c.LLM.StructuredOutput)
+	}
+	if c.LLM.Simulator.Latency < 0 {
+		return bad("llm.simulator.latency", "must not be negative")
+	}
+	if c.Database == "" {
+		return bad("database", "is required")
+	}
+	if len(c.Apps.Installed) == 0 {
+		return bad("apps.installed", "must list at least one app")
+	}
+	seen := map[string]bool{}
+	for i, name := range c.Apps.Installed {
+		if _, ok := apps.Lookup(name); !ok {
+			return bad(fmt.Sprintf("apps.installed[%d]", i), "no built-in app named %q", name)
+		}
+		if seen[name] {
+			return bad(fmt.Sprintf("apps.installed[%d]", i), "%q is listed twice", name)
+		}
+		seen[name] = true
+	}
+	for app := range c.LLM.Models.Apps {
+		if !seen[app] {
+			return bad("llm.models.apps."+app, "names an app that is not installed")
+		}
+	}
+	switch c.Consent.OutOfPlan {
+	case "ask", "deny":
+	default:
+		return bad("consent.out_of_plan", "must be ask or deny, not %q", c.Consent.OutOfPlan)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"consent.timeout", c.Consent.Timeout}, {"deadlines.step", c.Deadlines.Step},
+		{"deadlines.spoke_start", c.Deadlines.SpokeStart}, {"sessions.idle_timeout", c.Sessions.IdleTimeout},
+		{"spokes.idle_timeout", c.Spokes.IdleTimeout},
+	} {
+		if d.v <= 0 {
+			return bad(d.field, "must be a positive duration")
+		}
+	}
+	if c.Spokes.MaxFrameBytes < 4<<10 || c.Spokes.MaxFrameBytes > 64<<20 {
+		return bad("spokes.max_frame_bytes", "must be between 4096 and 67108864")
+	}
+	if c.Spokes.MaxFramesPerSecond <= 0 {
+		return bad("spokes.max_frames_per_second", "must be positive")
+	}
+	if c.Spokes.ScratchDir == "" {
+		return bad("spokes.scratch_dir", "is required")
+	}
+	for _, n := range []struct {
+		field string
+		v     int
+	}{
+		{"budgets.max_query_bytes", c.Budgets.MaxQueryBytes}, {"budgets.max_plan_steps", c.Budgets.MaxPlanSteps},
+		{"budgets.max_llm_calls_per_step", c.Budgets.MaxLLMCallsPerStep}, {"budgets.max_llm_calls_per_query", c.Budgets.MaxLLMCallsPerQuery},
+		{"budgets.max_prompt_bytes", c.Budgets.MaxPromptBytes}, {"budgets.history_entries", c.Budgets.HistoryEntries},
+		{"budgets.memory_entries", c.Budgets.MemoryEntries},
+	} {
+		if n.v <= 0 {
+			return bad(n.field, "must be positive")
+		}
+	}
+	switch c.Logging.Level {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		return bad("logging.level", "must be trace, debug, info, warn or error, not %q", c.Logging.Level)
+	}
+	switch c.Logging.Format {
+	case "console", "json":
+	default:
+		return bad("logging.format", "must be console or json, not %q", c.Logging.Format)
+	}
+	return nil
+}
+
+// apiKey reads the endpoint's key from the environment.
+func (c *Config) apiKey() string { return os.Getenv(c.LLM.APIKeyEnv) }

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/llm"
+	"github.com/secgpt/secgpt/llm/simulator"
+	"github.com/secgpt/secgpt/sandbox"
+	"github.com/secgpt/secgpt/spoke"
+	"github.com/secgpt/secgpt/store"
+)
+
+func newLogger(cfg LoggingConfig, w io.Writer) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(cfg.Level)
+	if err != nil {
+		lvl = zerolog.WarnLevel
+	}
+	if cfg.Format == "console" {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+// system is everything a front end needs, assembled from the config.
+type system struct {
+	cfg    Config
+	log    zerolog.Logger
+	store  *store.Store
+	model  *llm.Client
+	sim    *simulator.Server
+	spokes *spoke.Manager
+	hub    *hub.Hub
+}
+
+// openSystem assembles the store, the model endpoint, the spoke manager
+// and the hub.
+func openSystem(ctx context.Context, cfg Config, log zerolog.Logger) (*system, error) {
+	s := &system{cfg: cfg, log: log}
+	st, err := openStore(ctx, cfg.Database)
+	if err != nil {
+		return nil, err
+	}
+	s.store = st
+	if s.model, s.sim, err = startModel(cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.spokes, err = newSpokeManager(cfg, log); err != nil {
+		s.Close()
+		return nil, err
+	}
+	var specs []apps.Spec
+	for _, name := range cfg.Apps.Installed {
+		a, _ := apps.Lookup(name)
+		specs = append(specs, a.Spec())
+	}
+	if s.hub, err = newHub(ctx, cfg, st, s.model, s.spokes, specs, log); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openStore opens the database, creating its directory (0700) if needed.
+func openStore(ctx context.Context, path string) (*store.Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("failed to create database directory: %w", err)
+	}
+	return store.Open(ctx, path)
+}
+
+func (s *system) Close() {
+	if s.spokes != nil {
+		s.spokes.Close()
+	}
+	if s.sim != nil {
+		_ = s.sim.Close()
+	}
+	if s.store != nil {
+		_ = s.store.Close()
+	}
+}
+
+// startModel returns the client for the configured endpoint, starting the
+// simulated model on loopback when the provider is the simulator.
+func startModel(cfg Config) (*llm.Client, *simulator.Server, error) {
+	c := llm.Config{
+		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.apiKey(),
+		Timeout: cfg.LLM.Timeout, StructuredOutput: cfg.LLM.StructuredOutput,
+	}
+	var sim *simulator.Server
+	if cfg.LLM.Provider == "simulator" {
+		sim = simulator.New(simulator.Obedient(), simulator.Options{Latency: cfg.LLM.Simulator.Latency, Model: "simulator"})
+		url, err := sim.Start("127.0.0.1:0")
+		if err != nil {
+			return nil, nil, fmt.Errorf("failed to start the simulated model: %w", err)
+		}
+		c.BaseURL, c.APIKey = url, ""
+	}
+	client, err := llm.NewClient(c)
+	if err != nil {
+		if sim != nil {
+			_ = sim.Close()
+		}
+		return nil, nil, err
+	}
+	return client, sim, nil
+}
+
+// sandboxLimits are the default limits with the config's overrides.
+func sandboxLimits(cfg SandboxConfig) sandbox.Limits {
+	l := sandbox.DefaultLimits()
+	if cfg.CPUSeconds > 0 {
+		l.CPUSeconds = cfg.CPUSeconds
+	}
+	if cfg.AddressSpaceBytes > 0 {
+		l.AddressSpace = cfg.AddressSpaceBytes
+	}
+	if cfg.FileSizeBytes > 0 {
+		l.FileSize = cfg.FileSizeBytes
+	}
+	if cfg.OpenFiles > 0 {
+		l.OpenFiles = cfg.OpenFiles
+	}
+	return l
+}
+
+// spokePolicy gives every spoke its sandbox: the app's profile, the
+// configured limits, and a private scratch directory per (user, app).
+func spokePolicy(cfg Config) spoke.PolicyFunc {
+	limits := sandboxLimits(cfg.Sandbox)
+	return func(k spoke.Key) (sandbox.Policy, error) {
+		profile := sandbox.Profile(apps.ProfileStrict)
+		if k.App != "" {
+			a, ok := apps.Lookup(k.App)
+			if !ok {
+				return sandbox.Policy{}, fmt.Errorf("no app %q", k.App)
+			}
+			profile = sandbox.Profile(a.Spec().Profile)
+		}
+		scratch, err := spoke.ScratchDir(cfg.Spokes.ScratchDir, k)
+		if err != nil {
+			return sandbox.Policy{}, err
+		}
+		return sandbox.Policy{
+			Profile:     profile,
+			Limits:      limits,
+			Scratch:     scratch,
+			Namespaces:  cfg.Sandbox.Namespaces,
+			AllowWeaker: cfg.Sandbox.AllowWeaker,
+		}, nil
+	}
+}
+
+func newSpokeManager(cfg Config, log zerolog.Logger) (*spoke.Manager, error) {
+	lvl, err := zerolog.ParseLevel(cfg.Logging.Level)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	return spoke.NewManager(spoke.Options{
+		Policy:             spokePolicy(cfg),
+		MaxFrame:           cfg.Spokes.MaxFrameBytes,
+		StartTimeout:       cfg.Deadlines.SpokeStart,
+		IdleTimeout:        cfg.Spokes.IdleTimeout,
+		MaxFramesPerSecond: cfg.Spokes.MaxFramesPerSecond,
+		LogLevel:           lvl,
+		Log:                log.With().Str("component", "spoke").Logger(),
+	})
+}
+
+func newHub(ctx context.Context, cfg Config, st *store.Store, model *llm.Client, runner hub.Runner, specs []apps.Spec, log zerolog.Logger) (*hub.Hub, error) {
+	return hub.New(ctx, hub.Options{
+		Store: st, LLM: model, Runner: runner, Apps: specs,
+		Models: hub.Models{
+			Planner: cfg.LLM.Models.Planner, Spoke: cfg.LLM.Models.Spoke,
+			Vanilla: cfg.LLM.Models.Vanilla, Apps: cfg.LLM.Models.Apps,
+		},
+		OutOfPlan:           hub.OutOfPlan(cfg.Consent.OutOfPlan),
+		ConsentTimeout:      cfg.Consent.Timeout,
+		StepTimeout:         cfg.Deadlines.Step,
+		SessionIdle:         cfg.Sessions.IdleTimeout,
+		MaxQueryBytes:       cfg.Budgets.MaxQueryBytes,
+		MaxPlanSteps:        cfg.Budgets.MaxPlanSteps,
+		MaxLLMCallsPerStep:  cfg.Budgets.MaxLLMCallsPerStep,
+		MaxLLMCallsPerQuery: cfg.Budgets.MaxLLMCallsPerQuery,
+		MaxPromptBytes:      cfg.Budgets.MaxPromptBytes,
+		HistoryEntries:      cfg.Budgets.HistoryEntries,
+		MemoryEntries:       cfg.Budgets.MemoryEntries,
+		Log:                 log.With().Str("component", "hub").Logger(),
+	})
+}
+
+// caseStudyHub builds the isolated system the case studies run, with the
+// default configuration and scratch space under dir.
+func caseStudyHub(dir string, log zerolog.Logger) func(ctx context.Context, st *store.Store, model *llm.Client, installed []apps.Spec) (*hub.Hub, func(), error) {
+	return func(ctx context.Context, st *store.Store, model *llm.Client, installed []apps.Spec) (*hub.Hub, func(), error) {
+		cfg := defaultConfig()
+		cfg.Spokes.ScratchDir = filepath.Join(dir, "scratch")
+		mgr, err := newSpokeManager(cfg, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		h, err := newHub(ctx, cfg, st, model, mgr, installed, log)
+		if err != nil {
+			mgr.Close()
+			return nil, nil, err
+		}
+		return h, mgr.Close, nil
+	}
+}

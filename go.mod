@@ -1,0 +1,24 @@
+module github.com/secgpt/secgpt
+
+go 1.26.0
+
+require (
+	github.com/google/jsonschema-go v0.4.3
+	github.com/landlock-lsm/go-landlock v0.11.0
+	github.com/rs/zerolog v1.35.1
+	github.com/sashabaranov/go-openai v1.43.0
+	github.com/seccomp/libseccomp-golang v0.11.1
+	go.mau.fi/util v0.10.1
+	golang.org/x/net v0.59.0
+	golang.org/x/sys v0.48.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
+	github.com/mattn/go-colorable v0.1.14 // indirect
+	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/mattn/go-sqlite3 v1.14.52 // indirect
+	github.com/petermattis/goid v0.0.0-20260820044319-269ab09b5261 // indirect
+	golang.org/x/exp v0.0.0-20260908205506-85c1c2202aba // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.77 // indirect
+)

@@ -1,0 +1,277 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/llm"
+	"github.com/secgpt/secgpt/spoke"
+	"github.com/secgpt/secgpt/store"
+)
+
+// maxMemoryContent bounds one spoke-memory entry.
+const maxMemoryContent = 4000
+
+// broker serves one step's spoke. It knows the spoke only by the channel the
+// request came in on: app is the app hosted there ("" for a vanilla spoke).
+type broker struct {
+	h     *Hub
+	q     *query
+	app   string
+	chain []string // apps waiting on this step, outermost first
+	calls int
+}
+
+var _ spoke.Handler = (*broker)(nil)
+
+var (
+	errNoTools  = errors.New("this assistant has no apps or tools")
+	errNoAppDir = errors.New("a vanilla spoke has no app data or memory")
+)
+
+// Complete brokers one model call: it enforces the budgets, chooses the
+// model, and removes every tool call outside the query's capability set
+// before the spoke sees it.
+func (b *broker) Complete(ctx context.Context, req spoke.LLMRequest) (spoke.LLMReply, error) {
+	if b.calls >= b.h.opts.MaxLLMCallsPerStep {
+		return spoke.LLMReply{}, fmt.Errorf("%s used up its budget of %d model calls for this step", b.label(), b.h.opts.MaxLLMCallsPerStep)
+	}
+	if size := promptSize(req); size > b.h.opts.MaxPromptBytes {
+		return spoke.LLMReply{}, fmt.Errorf("%s sent a prompt of %d bytes, over the %d-byte limit", b.label(), size, b.h.opts.MaxPromptBytes)
+	}
+	if b.app == "" && len(req.Tools) > 0 {
+		return spoke.LLMReply{}, errNoTools
+	}
+	if !b.q.spendLLMCall(b.h.opts.MaxLLMCallsPerQuery) {
+		return spoke.LLMReply{}, fmt.Errorf("this request used up its budget of %d model calls", b.h.opts.MaxLLMCallsPerQuery)
+	}
+	b.calls++
+	model := b.h.opts.Models.Spoke
+	if b.app == "" {
+		model = b.h.opts.Models.Vanilla
+	} else if m, ok := b.h.opts.Models.Apps[b.app]; ok && m != "" {
+		model = m
+	}
+	resp, err := b.h.llm.Complete(ctx, llm.Request{Model: model, Messages: req.Messages, Tools: req.Tools})
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Str("app", b.label()).Msg("Model call failed")
+		return spoke.LLMReply{}, errors.New(describeLLMError(err, "the model call failed").Message)
+	}
+	reply := spoke.LLMReply{Message: resp.Message}
+	reply.Message.ToolCalls = nil
+	for _, tc := range resp.Message.ToolCalls {
+		if reason := b.admit(ctx, tc); reason != "" {
+			zerolog.Ctx(ctx).Info().Str("app", b.label()).Str("tool", tc.Name).Str("reason", reason).Msg("Refused tool call")
+			reply.Refused = append(reply.Refused, spoke.RefusedCall{ID: tc.ID, Name: tc.Name, Reason: reason})
+			continue
+		}
+		reply.Message.ToolCalls = append(reply.Message.ToolCalls, tc)
+	}
+	return reply, nil
+}
+
+func (b *broker) label() string {
+	if b.app == "" {
+		return "the assistant"
+	}
+	return b.app
+}
+
+func promptSize(req spoke.LLMRequest) int {
+	n := 0
+	for _, m := range req.Messages {
+		n += len(m.Content)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.Name) + len(tc.Arguments)
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	return n
+}
+
+// admit decides whether a tool call the model returned may reach the spoke.
+// It returns the reason for a refusal, or "".
+func (b *broker) admit(ctx context.Context, tc llm.ToolCall) string {
+	if b.app == "" {
+		return errNoTools.Error()
+	}
+	appName, fn, ok := apps.SplitToolName(tc.Name)
+	if !ok {
+		return "no such tool"
+	}
+	spec, ok := b.h.catalog.spec(appName)
+	if !ok {
+		return fmt.Sprintf("no app named %q is installed", appName)
+	}
+	if _, ok := spec.Function(fn); !ok {
+		return fmt.Sprintf("%s has no function %q", appName, fn)
+	}
+	args := json.RawMessage(tc.Arguments)
+	if !json.Valid(args) {
+		args = nil
+	}
+	if appName == b.app {
+		if b.q.caps.canExec(appName, fn) {
+			return ""
+		}
+		if b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: appName, Function: fn, Args: args}) {
+			b.q.caps.grantExec(appName, fn)
+			return ""
+		}
+		return "not part of the plan for the user's request, and not allowed by the user"
+	}
+	if b.q.caps.canCall(b.app, appName, fn) {
+		return ""
+	}
+	if b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: appName, Caller: b.app, Function: fn, Args: args}) {
+		b.q.caps.grantCall(b.app, appName, fn)
+		return ""
+	}
+	return "not part of the plan for the user's request, and not allowed by the user"
+}
+
+// outOfPlan applies the configured policy to a request the plan did not name.
+func (b *broker) outOfPlan(ctx context.Context, req ConsentRequest) bool {
+	if b.h.opts.OutOfPlan != OutOfPlanAsk {
+		b.h.audit(ctx, b.q, req, subject(req), DecisionDeny, "policy")
+		return false
+	}
+	req.InPlan = false
+	return b.h.decide(ctx, b.q, req)
+}
+
+// callee resolves a tool name a spoke asked for to another installed app.
+func (b *broker) callee(tool string) (apps.Spec, apps.Function, error) {
+	if b.app == "" {
+		return apps.Spec{}, apps.Function{}, errNoTools
+	}
+	appName, fn, ok := apps.SplitToolName(tool)
+	if !ok {
+		return apps.Spec{}, apps.Function{}, fmt.Errorf("no such tool %q", tool)
+	}
+	if appName == b.app {
+		return apps.Spec{}, apps.Function{}, errors.New("a spoke runs its own app's functions itself")
+	}
+	spec, ok := b.h.catalog.spec(appName)
+	if !ok {
+		return apps.Spec{}, apps.Function{}, fmt.Errorf("no app named %q is installed", appName)
+	}
+	f, ok := spec.Function(fn)
+	if !ok {
+		return apps.Spec{}, apps.Function{}, fmt.Errorf("%s has no function %q", appName, fn)
+	}
+	return spec, f, nil
+}
+
+// Probe gives a function's schemas to a spoke that may call it.
+func (b *broker) Probe(_ context.Context, p spoke.Probe) (spoke.ProbeReply, error) {
+	spec, f, err := b.callee(p.Tool)
+	if err != nil {
+		return spoke.ProbeReply{}, err
+	}
+	if !b.q.caps.canCall(b.app, spec.Name, f.Name) {
+		return spoke.ProbeReply{}, fmt.Errorf("%s may not use %s for this request", b.app, p.Tool)
+	}
+	return spoke.ProbeReply{Request: f.Request, Response: f.Response}, nil
+}
+
+// CallApp runs another app's function for a spoke: only within the
+// capability set (or what the user allows outside it), with consent to run
+// the callee and consent to give its typed result back.
+func (b *broker) CallApp(ctx context.Context, c spoke.AppCall) (spoke.AppCallReply, error) {
+	spec, f, err := b.callee(c.Tool)
+	if err != nil {
+		return spoke.AppCallReply{}, err
+	}
+	planned := b.q.caps.planned(b.app, spec.Name)
+	if !b.q.caps.canCall(b.app, spec.Name, f.Name) {
+		if !b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: c.Args}) {
+			return spoke.AppCallReply{}, fmt.Errorf("%s may not use %s: not part of the plan, and not allowed by the user", b.app, c.Tool)
+		}
+		b.q.caps.grantCall(b.app, spec.Name, f.Name)
+	} else if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: c.Args, InPlan: planned}) {
+		return spoke.AppCallReply{}, fmt.Errorf("the user did not allow %s to use %s", b.app, spec.Name)
+	}
+	if err := apps.ValidateDocument(f.Request, c.Args); err != nil {
+		return spoke.AppCallReply{}, fmt.Errorf("the arguments do not match %s's schema: %v", c.Tool, err)
+	}
+	chain := append(slices.Clone(b.chain), b.app)
+	if slices.Contains(chain, spec.Name) {
+		return spoke.AppCallReply{}, fmt.Errorf("%s is already waiting on this request; calls may not loop", spec.Name)
+	}
+	if len(chain) >= b.h.opts.MaxCallDepth {
+		return spoke.AppCallReply{}, fmt.Errorf("apps may call each other at most %d deep", b.h.opts.MaxCallDepth)
+	}
+	res, err := b.h.runApp(ctx, b.q, runSpec{app: spec.Name, function: f.Name, args: c.Args, caller: b.app, chain: chain})
+	if err != nil {
+		return spoke.AppCallReply{}, err
+	}
+	if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryCollab, App: b.app, Source: spec.Name, Function: f.Name, Result: res.Output, InPlan: planned}) {
+		return spoke.AppCallReply{}, fmt.Errorf("the user did not allow %s's result to go to %s", spec.Name, b.app)
+	}
+	return spoke.AppCallReply{Result: res.Output}, nil
+}
+
+// HTTP hands an app's request to the egress broker, which fails closed.
+func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPResponse, error) {
+	if b.app == "" {
+		return spoke.HTTPResponse{}, errNoTools
+	}
+	if b.h.opts.Egress == nil {
+		return spoke.HTTPResponse{}, errors.New("network access is not available to apps")
+	}
+	spec, _ := b.h.catalog.spec(b.app)
+	return b.h.opts.Egress.Do(ctx, spec, r)
+}
+
+// AppendMemory adds to the spoke's own (user, app) memory.
+func (b *broker) AppendMemory(ctx context.Context, m spoke.MemoryAppend) error {
+	if b.app == "" {
+		return errNoAppDir
+	}
+	if err := b.h.store.AppendSpokeMemory(ctx, b.q.user, b.app, truncate(m.Content, maxMemoryContent)); err != nil {
+		return fmt.Errorf("failed to save memory: %w", err)
+	}
+	return nil
+}
+
+// Data serves the app's own per-user documents.
+func (b *broker) Data(ctx context.Context, op spoke.DataOp) (spoke.DataReply, error) {
+	if b.app == "" {
+		return spoke.DataReply{}, errNoAppDir
+	}
+	st, user, app := b.h.store, b.q.user, b.app
+	var reply spoke.DataReply
+	var err error
+	switch op.Op {
+	case spoke.DataGet:
+		reply.Body, err = st.GetDoc(ctx, user, app, op.Collection, op.ID)
+	case spoke.DataPut:
+		err = st.PutDoc(ctx, user, app, op.Collection, op.ID, op.Body)
+	case spoke.DataDelete:
+		err = st.DeleteDoc(ctx, user, app, op.Collection, op.ID)
+	case spoke.DataList:
+		var docs []store.Doc
+		docs, err = st.ListDocs(ctx, user, app, op.Collection, op.Limit)
+		for _, d := range docs {
+			reply.Docs = append(reply.Docs, apps.Doc{ID: d.ID, Body: d.Body, Updated: d.Updated})
+		}
+	default:
+		return spoke.DataReply{}, fmt.Errorf("unknown data operation %q", op.Op)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return spoke.DataReply{NotFound: true}, nil
+	}
+	if err != nil {
+		return spoke.DataReply{}, fmt.Errorf("failed to %s data: %w", op.Op, err)
+	}
+	return reply, nil
+}

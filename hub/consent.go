@@ -1,0 +1,288 @@
+package hub
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/store"
+)
+
+// Category is what a consent is about.
+type Category string
+
+// The consent categories. Each is a flow of the user's power or data that a
+// third-party app cannot cause on its own.
+var Categories = []struct {
+	Category Category
+	Reason   string
+}{
+	{CategoryExec, "running an app spends the user's authority: it acts and sees arguments on the user's behalf"},
+	{CategoryData, "sharing data the user did not type in this request (memory, or values the planner added) gives a third party something it was not given"},
+	{CategoryCollab, "one app's result reaching another app is a flow between parties that do not trust each other"},
+}
+
+const (
+	CategoryExec   Category = "exec"
+	CategoryData   Category = "data"
+	CategoryCollab Category = "collab"
+)
+
+// Decision is the user's answer to a consent request.
+type Decision string
+
+const (
+	DecisionOnce    Decision = "once"    // for the rest of this request
+	DecisionSession Decision = "session" // until the user's session ends
+	DecisionAlways  Decision = "always"  // stored, bound to the app's version
+	DecisionDeny    Decision = "deny"    // this time
+	DecisionNever   Decision = "never"   // stored denial
+)
+
+// DataItem is one value a data consent would share.
+type DataItem struct {
+	Field string `json:"field"`
+	Value string `json:"value"`
+}
+
+// ConsentRequest is one question to the user. The hub fills every field;
+// front ends render Summary and may show the details.
+type ConsentRequest struct {
+	ID       string   `json:"id"`
+	QueryID  string   `json:"query_id"`
+	User     string   `json:"user"`
+	Category Category `json:"category"`
+	// App is the app that would run or receive something.
+	App string `json:"app"`
+	// Caller is the app asking, for app-to-app requests; Source is the app
+	// whose result would be given away (collab).
+	Caller     string          `json:"caller,omitempty"`
+	Source     string          `json:"source,omitempty"`
+	AppVersion string          `json:"app_version"`
+	Function   string          `json:"function,omitempty"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	Data       []DataItem      `json:"data,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	// InPlan is false for anything the plan did not name; Warning says so.
+	InPlan  bool   `json:"in_plan"`
+	Warning string `json:"warning,omitempty"`
+	// Query is the user's request that caused this question.
+	Query string `json:"query"`
+	// Summary is the question in plain words.
+	Summary string `json:"summary"`
+	// Choices are the answers this request accepts; anything else is deny.
+	// Requests outside the plan can only be allowed once.
+	Choices  []Decision `json:"choices"`
+	Deadline time.Time  `json:"deadline"`
+}
+
+// Consenter asks the user. Ask blocks until the user answers or ctx ends;
+// the hub treats an error, a timeout or an answer not in req.Choices as deny.
+// It may be called concurrently for one query.
+type Consenter interface {
+	Ask(ctx context.Context, req ConsentRequest) (Decision, error)
+}
+
+var (
+	inPlanChoices  = []Decision{DecisionOnce, DecisionSession, DecisionAlways, DecisionDeny, DecisionNever}
+	outPlanChoices = []Decision{DecisionOnce, DecisionDeny}
+)
+
+// AllowPlanned is the consent policy for scripts and the case studies: it
+// grants, once, what the plan names, and denies everything else, including
+// any data the user did not type in the request.
+type AllowPlanned struct{}
+
+var _ Consenter = AllowPlanned{}
+
+func (AllowPlanned) Ask(_ context.Context, req ConsentRequest) (Decision, error) {
+	if req.InPlan {
+		return DecisionOnce, nil
+	}
+	return DecisionDeny, nil
+}
+
+// DenyAll denies every request.
+type DenyAll struct{}
+
+var _ Consenter = DenyAll{}
+
+func (DenyAll) Ask(context.Context, ConsentRequest) (Decision, error) { return DecisionDeny, nil }
+
+// subject names what a grant covers: an app, a caller->callee pair, or for
+// data an app and the fingerprint of exactly the data shown.
+func subject(req ConsentRequest) string {
+	switch {
+	case req.Category == CategoryData:
+		h := sha256.New()
+		for _, d := range req.Data {
+			fmt.Fprintf(h, "%s=%s\n", d.Field, d.Value)
+		}
+		return req.App + "#" + hex.EncodeToString(h.Sum(nil))[:16]
+	case req.Category == CategoryCollab:
+		return req.Source + "->" + req.App
+	case req.Caller != "":
+		return req.Caller + "->" + req.App
+	default:
+		return req.App
+	}
+}
+
+// version binds a grant to every app it involves.
+func (h *Hub) version(names ...string) string {
+	var parts []string
+	for _, n := range names {
+		if n != "" {
+			parts = append(parts, h.catalog.hashes[n])
+		}
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	sum := sha256.Sum256([]byte(strings.Join(parts, "+")))
+	return hex.EncodeToString(sum[:16])
+}
+
+// decide answers one consent request: from this query's earlier answers,
+// from a stored grant (only for requests the plan names), or by asking. It
+// fails closed and audits every decision.
+func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
+	req.ID = randomID()
+	req.QueryID, req.User, req.Query = q.id, q.user, q.text
+	req.AppVersion = h.version(req.Caller, req.Source, req.App)
+	subj := subject(req)
+	onceKey := fmt.Sprintf("%s|%s|%s|%t", req.Category, subj, req.Function, req.InPlan)
+	if !req.InPlan && req.Warning == "" {
+		req.Warning = "This is not part of the plan for your request."
+	}
+	req.Summary = summarize(req)
+	log := zerolog.Ctx(ctx).With().Str("category", string(req.Category)).Str("subject", subj).Bool("in_plan", req.InPlan).Logger()
+
+	if q.onceGranted(onceKey) {
+		h.audit(ctx, q, req, subj, DecisionOnce, "request")
+		return true
+	}
+	if req.InPlan {
+		g, found, err := h.store.FindGrant(ctx, q.user, string(req.Category), subj, req.AppVersion, q.session)
+		if err != nil {
+			log.Error().Err(err).Msg("Failed to read grants; denying")
+			h.audit(ctx, q, req, subj, DecisionDeny, "error")
+			return false
+		}
+		if found {
+			d := Decision(g.Duration)
+			h.audit(ctx, q, req, subj, d, "stored")
+			return d != DecisionNever
+		}
+		req.Choices = inPlanChoices
+	} else {
+		req.Choices = outPlanChoices
+	}
+
+	askCtx, cancel := context.WithTimeout(ctx, h.opts.ConsentTimeout)
+	defer cancel()
+	req.Deadline, _ = askCtx.Deadline()
+	d, err := q.consenter.Ask(askCtx, req)
+	source := "asked"
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || (err == nil && askCtx.Err() != nil):
+		d, source = DecisionDeny, "timeout"
+	case err != nil:
+		log.Warn().Err(err).Msg("Consent could not be asked; denying")
+		d, source = DecisionDeny, "error"
+	case !slices.Contains(req.Choices, d):
+		log.Warn().Str("decision", string(d)).Msg("Answer not among the choices; denying")
+		d, source = DecisionDeny, "invalid"
+	}
+	allowed := d == DecisionOnce || d == DecisionSession || d == DecisionAlways
+	if d == DecisionSession || d == DecisionAlways || d == DecisionNever {
+		g := store.Grant{User: q.user, Category: string(req.Category), Subject: subj, AppVersion: req.AppVersion, Duration: string(d)}
+		if d == DecisionSession {
+			g.SessionID = q.session
+		}
+		if err := h.store.PutGrant(ctx, g); err != nil {
+			// The answer still stands for this request; it is just not kept.
+			log.Error().Err(err).Msg("Failed to store grant")
+		}
+	}
+	if allowed {
+		q.grantOnce(onceKey)
+	}
+	h.audit(ctx, q, req, subj, d, source)
+	q.recordConsent(req, subj, d, source)
+	log.Info().Str("decision", string(d)).Str("source", source).Msg("Consent decided")
+	return allowed
+}
+
+func (h *Hub) audit(ctx context.Context, q *query, req ConsentRequest, subj string, d Decision, source string) {
+	detail, _ := json.Marshal(map[string]any{
+		"function": req.Function, "in_plan": req.InPlan, "summary": truncate(req.Summary, 2000),
+	})
+	err := h.store.AppendAudit(ctx, store.AuditEntry{
+		User: q.user, SessionID: q.session, QueryID: q.id, Category: string(req.Category),
+		Subject: subj, AppVersion: req.AppVersion, Decision: string(d), Source: source, Detail: string(detail),
+	})
+	if err != nil {
+		zerolog.Ctx(ctx).Error().Err(err).Msg("Failed to write audit log")
+	}
+	if source == "stored" || source == "request" {
+		q.recordConsent(req, subj, d, source)
+	}
+}
+
+// summarize says what the request means, in plain words.
+func summarize(req ConsentRequest) string {
+	var b strings.Builder
+	if req.Warning != "" {
+		b.WriteString("WARNING: " + req.Warning + " ")
+	}
+	switch req.Category {
+	case CategoryExec:
+		if req.Caller != "" {
+			fmt.Fprintf(&b, "The app %q asks to use the app %q (function %s) with %s.", req.Caller, req.App, req.Function, showJSON(req.Args))
+		} else {
+			fmt.Fprintf(&b, "Run the app %q (function %s) with %s.", req.App, req.Function, showJSON(req.Args))
+		}
+	case CategoryData:
+		fmt.Fprintf(&b, "Share with the app %q data that you did not type in this request:", req.App)
+		for _, d := range req.Data {
+			fmt.Fprintf(&b, " %s = %q;", d.Field, d.Value)
+		}
+	case CategoryCollab:
+		fmt.Fprintf(&b, "Give the result of %q to the app %q: %s.", req.Source, req.App, showJSON(req.Result))
+	}
+	return b.String()
+}
+
+func showJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	return truncate(compact(raw), 1500)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// sortedKeys is used where maps must render deterministically.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

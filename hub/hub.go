@@ -1,0 +1,491 @@
+// Package hub is the trusted centre of secgpt: it plans each request, turns
+// the plan into the request's capability set, asks the user's consent,
+// brokers every model call and every exchange between spokes, and keeps the
+// user's memory and grants.
+//
+// The hub holds the only LLM client. It never runs app code (spokes do), never
+// shows the planner an app's output, never lets text from an app widen what
+// a request may do, and fails closed: an error while deciding is a denial.
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/llm"
+	"github.com/secgpt/secgpt/spoke"
+	"github.com/secgpt/secgpt/store"
+)
+
+// LLM is the hub's model endpoint. It is safe for concurrent use.
+type LLM interface {
+	Complete(ctx context.Context, req llm.Request) (llm.Response, error)
+	// CompleteJSON asks for a document matching req.ResponseSchema and calls
+	// check on each answer; it retries once when check fails.
+	CompleteJSON(ctx context.Context, req llm.Request, check func([]byte) error) ([]byte, error)
+}
+
+var _ LLM = (*llm.Client)(nil)
+
+// Runner runs steps in spokes.
+type Runner interface {
+	Run(ctx context.Context, key spoke.Key, step spoke.Step, h spoke.Handler) (spoke.Result, spoke.Info, error)
+	// StopUser stops every spoke of the user.
+	StopUser(user string)
+}
+
+var _ Runner = (*spoke.Manager)(nil)
+
+// Egress performs an app's HTTP request after checking it against the
+// app's declared domains. Implementations fail closed.
+type Egress interface {
+	Do(ctx context.Context, app apps.Spec, req spoke.HTTPRequest) (spoke.HTTPResponse, error)
+}
+
+// OutOfPlan is the policy for requests the plan did not name.
+type OutOfPlan string
+
+const (
+	// OutOfPlanAsk puts the request to the user, with a warning.
+	OutOfPlanAsk OutOfPlan = "ask"
+	// OutOfPlanDeny refuses it without asking.
+	OutOfPlanDeny OutOfPlan = "deny"
+)
+
+// Models names the model for each role; Apps overrides Spoke per app.
+type Models struct {
+	Planner string
+	Spoke   string
+	Vanilla string
+	Apps    map[string]string
+}
+
+// Options configure a Hub. Zero durations and limits take the defaults noted.
+type Options struct {
+	Store  *store.Store
+	LLM    LLM
+	Runner Runner
+	// Apps are the installed apps' specs.
+	Apps   []apps.Spec
+	Models Models
+	// Egress serves apps' HTTP; nil refuses every request.
+	Egress    Egress
+	OutOfPlan OutOfPlan
+
+	ConsentTimeout time.Duration // default 5 min
+	StepTimeout    time.Duration // default 2 min
+	SessionIdle    time.Duration // default 1 h
+
+	MaxQueryBytes       int // default 8 KiB
+	MaxPlanSteps        int // default 8
+	MaxLLMCallsPerStep  int // default 8
+	MaxLLMCallsPerQuery int // default 32
+	MaxPromptBytes      int // default 512 KiB per completion request
+	MaxCallDepth        int // default 3
+	HistoryEntries      int // default 20
+	MemoryEntries       int // default 20
+
+	Log zerolog.Logger
+}
+
+func (o *Options) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	defInt := func(i *int, v int) {
+		if *i <= 0 {
+			*i = v
+		}
+	}
+	def(&o.ConsentTimeout, 5*time.Minute)
+	def(&o.StepTimeout, 2*time.Minute)
+	def(&o.SessionIdle, time.Hour)
+	defInt(&o.MaxQueryBytes, 8<<10)
+	defInt(&o.MaxPlanSteps, 8)
+	defInt(&o.MaxLLMCallsPerStep, 8)
+	defInt(&o.MaxLLMCallsPerQuery, 32)
+	defInt(&o.MaxPromptBytes, 512<<10)
+	defInt(&o.MaxCallDepth, 3)
+	defInt(&o.HistoryEntries, 20)
+	defInt(&o.MemoryEntries, 20)
+	if o.OutOfPlan == "" {
+		o.OutOfPlan = OutOfPlanAsk
+	}
+}
+
+// Hub serves queries. It is safe for concurrent use by many users.
+type Hub struct {
+	opts    Options
+	store   *store.Store
+	llm     LLM
+	runner  Runner
+	catalog *catalog
+	log     zerolog.Logger
+
+	userMu sync.Mutex
+	users  map[string]*sync.Mutex
+}
+
+// New returns a Hub. A hub starting up ends every earlier session: session
+// grants do not survive a restart.
+func New(ctx context.Context, opts Options) (*Hub, error) {
+	if opts.Store == nil || opts.LLM == nil || opts.Runner == nil {
+		return nil, errors.New("hub needs a store, an LLM and a runner")
+	}
+	if opts.OutOfPlan != "" && opts.OutOfPlan != OutOfPlanAsk && opts.OutOfPlan != OutOfPlanDeny {
+		return nil, fmt.Errorf("unknown out-of-plan policy %q", opts.OutOfPlan)
+	}
+	opts.setDefaults()
+	cat, err := newCatalog(opts.Apps)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := opts.Store.EndAllSessions(ctx, "restart"); err != nil {
+		return nil, fmt.Errorf("failed to end earlier sessions: %w", err)
+	}
+	return &Hub{
+		opts: opts, store: opts.Store, llm: opts.LLM, runner: opts.Runner,
+		catalog: cat, log: opts.Log, users: map[string]*sync.Mutex{},
+	}, nil
+}
+
+// Apps returns the installed apps' specs, in installed order.
+func (h *Hub) Apps() []apps.Spec {
+	out := make([]apps.Spec, 0, len(h.catalog.names))
+	for _, n := range h.catalog.names {
+		out = append(out, h.catalog.specs[n])
+	}
+	return out
+}
+
+// Request is one query from one user.
+type Request struct {
+	User  string
+	Query string
+	// Consenter answers this query's consent requests.
+	Consenter Consenter
+}
+
+// Reply is the answer to a query and the record of how it was made.
+type Reply struct {
+	Answer string
+	Record *Record
+}
+
+// Error is a failure to serve a query, with a message fit for the user.
+type Error struct {
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return e.Message
+	}
+	return e.Message + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func userError(err error, format string, args ...any) *Error {
+	return &Error{Message: fmt.Sprintf(format, args...), Err: err}
+}
+
+// query is the state of one request.
+type query struct {
+	id, user, session, text string
+	consenter               Consenter
+	caps                    *capabilities
+
+	mu       sync.Mutex
+	once     map[string]bool
+	llmCalls int
+	record   *Record
+}
+
+func (q *query) onceGranted(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.once[key]
+}
+
+func (q *query) grantOnce(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.once[key] = true
+}
+
+// spendLLMCall counts a model call against the query's budget.
+func (q *query) spendLLMCall(limit int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.llmCalls >= limit {
+		return false
+	}
+	q.llmCalls++
+	q.record.LLMCalls = q.llmCalls
+	return true
+}
+
+func randomID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("hub: crypto/rand failed: %v", err))
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// lockUser serialises session changes for one user.
+func (h *Hub) lockUser(user string) func() {
+	h.userMu.Lock()
+	mu, ok := h.users[user]
+	if !ok {
+		mu = &sync.Mutex{}
+		h.users[user] = mu
+	}
+	h.userMu.Unlock()
+	mu.Lock()
+	return mu.Unlock
+}
+
+// session returns the user's active session, starting one if there is none
+// or the last one has been idle too long.
+func (h *Hub) session(ctx context.Context, user string) (string, error) {
+	unlock := h.lockUser(user)
+	defer unlock()
+	s, ok, err := h.store.ActiveSession(ctx, user)
+	if err != nil {
+		return "", fmt.Errorf("failed to read session: %w", err)
+	}
+	if ok && time.Since(s.LastActive) < h.opts.SessionIdle {
+		if err := h.store.TouchSession(ctx, s.ID); err != nil {
+			return "", fmt.Errorf("failed to touch session: %w", err)
+		}
+		return s.ID, nil
+	}
+	if ok {
+		if err := h.store.EndSession(ctx, s.ID, "idle"); err != nil {
+			return "", fmt.Errorf("failed to end idle session: %w", err)
+		}
+		h.runner.StopUser(user)
+	}
+	s, err = h.store.StartSession(ctx, user)
+	if err != nil {
+		return "", fmt.Errorf("failed to start session: %w", err)
+	}
+	return s.ID, nil
+}
+
+// Reset ends the user's session: session grants end and the user's spokes stop.
+func (h *Hub) Reset(ctx context.Context, user string) error {
+	unlock := h.lockUser(user)
+	defer unlock()
+	h.runner.StopUser(user)
+	s, ok, err := h.store.ActiveSession(ctx, user)
+	if err != nil {
+		return fmt.Errorf("failed to read session: %w", err)
+	}
+	if ok {
+		if err := h.store.EndSession(ctx, s.ID, "reset"); err != nil {
+			return fmt.Errorf("failed to end session: %w", err)
+		}
+	}
+	return nil
+}
+
+// Forget erases the user's hub memory and every app's memory of the user.
+func (h *Hub) Forget(ctx context.Context, user string) error {
+	if err := h.store.ForgetUser(ctx, user); err != nil {
+		return fmt.Errorf("failed to forget user: %w", err)
+	}
+	return nil
+}
+
+// Grants lists the user's stored grants.
+func (h *Hub) Grants(ctx context.Context, user string) ([]store.Grant, error) {
+	return h.store.ListGrants(ctx, user)
+}
+
+// Revoke removes the user's grants for app, or all grants when app is "".
+func (h *Hub) Revoke(ctx context.Context, user, app string) (int, error) {
+	return h.store.RevokeGrants(ctx, user, app)
+}
+
+// Audit returns the user's latest decisions, newest first.
+func (h *Hub) Audit(ctx context.Context, user string, limit int) ([]store.AuditEntry, error) {
+	return h.store.RecentAudit(ctx, user, limit)
+}
+
+// Handle serves one query. A failure the user should hear about is a *Error.
+func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
+	switch {
+	case req.User == "":
+		return nil, userError(nil, "no user given")
+	case req.Consenter == nil:
+		return nil, userError(nil, "no way to ask for consent")
+	case len(req.Query) > h.opts.MaxQueryBytes:
+		return nil, userError(nil, "your message is too long (%d bytes; the limit is %d)", len(req.Query), h.opts.MaxQueryBytes)
+	case !utf8.ValidString(req.Query):
+		return nil, userError(nil, "your message is not valid text")
+	}
+	text := req.Query
+	if len(text) == 0 {
+		return nil, userError(nil, "your message is empty")
+	}
+	sess, err := h.session(ctx, req.User)
+	if err != nil {
+		return nil, userError(err, "I could not open your session")
+	}
+	q := &query{
+		id: randomID(), user: req.User, session: sess, text: text,
+		consenter: req.Consenter, once: map[string]bool{},
+	}
+	q.record = &Record{QueryID: q.id, User: q.user, Query: text}
+	log := h.log.With().Str("user", q.user).Str("query_id", q.id).Logger()
+	ctx = log.WithContext(ctx)
+	start := time.Now()
+
+	history, err := h.store.HubMemory(ctx, q.user, h.opts.HistoryEntries)
+	if err != nil {
+		return nil, userError(err, "I could not read your conversation history")
+	}
+	plan, err := h.plan(ctx, q, history)
+	if err != nil {
+		q.record.Error = err.Error()
+		var pe *PlanError
+		if errors.As(err, &pe) {
+			return &Reply{Record: q.record}, userError(err, "I could not make a valid plan for your request (%s)", pe.Reason)
+		}
+		return &Reply{Record: q.record}, describeLLMError(err, "I could not plan your request")
+	}
+	q.record.Plan = &plan
+	q.caps = newCapabilities(plan)
+	log.Info().Int("steps", len(plan.Steps)).Msg("Planned request")
+
+	answer, err := h.execute(ctx, q, plan, history)
+	if err != nil {
+		q.record.Error = err.Error()
+		return &Reply{Record: q.record}, err
+	}
+	if err := h.store.RecordTurn(ctx, q.user, text, answer); err != nil {
+		return &Reply{Record: q.record}, userError(err, "I could not save this conversation turn")
+	}
+	q.record.Answer = answer
+	q.record.DurationMS = time.Since(start).Milliseconds()
+	log.Info().Int64("duration_ms", q.record.DurationMS).Int("llm_calls", q.record.LLMCalls).Msg("Answered request")
+	return &Reply{Answer: answer, Record: q.record}, nil
+}
+
+// describeLLMError turns a model failure into a message for the user.
+func describeLLMError(err error, what string) *Error {
+	if e, ok := llm.AsError(err); ok {
+		return userError(err, "%s: %s", what, e.UserMessage())
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return userError(err, "%s: it took too long", what)
+	}
+	return userError(err, "%s", what)
+}
+
+// historyMessages turns hub memory into chat messages.
+func historyMessages(entries []store.MemoryEntry) []llm.Message {
+	out := make([]llm.Message, 0, len(entries))
+	for _, e := range entries {
+		role := llm.RoleUser
+		if e.Role == "assistant" {
+			role = llm.RoleAssistant
+		}
+		out = append(out, llm.Message{Role: role, Content: e.Content})
+	}
+	return out
+}
+
+// Record is the machine-readable account of one query.
+type Record struct {
+	QueryID    string          `json:"query_id"`
+	User       string          `json:"user"`
+	Query      string          `json:"query"`
+	Plan       *Plan           `json:"plan,omitempty"`
+	Consents   []ConsentRecord `json:"consents"`
+	Calls      []CallRecord    `json:"calls"`
+	Spokes     []SpokeRecord   `json:"spokes"`
+	Answer     string          `json:"answer,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	LLMCalls   int             `json:"llm_calls"`
+	DurationMS int64           `json:"duration_ms"`
+}
+
+// ConsentRecord is one consent decision of the query.
+type ConsentRecord struct {
+	Category Category        `json:"category"`
+	Subject  string          `json:"subject"`
+	App      string          `json:"app"`
+	Caller   string          `json:"caller,omitempty"`
+	Function string          `json:"function,omitempty"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Data     []DataItem      `json:"data,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	InPlan   bool            `json:"in_plan"`
+	Decision Decision        `json:"decision"`
+	Source   string          `json:"source"`
+}
+
+// CallRecord is one app function call. Source is "hub" for calls the hub
+// ran or relayed itself and "spoke" for calls a spoke reports having made
+// inside its own process.
+type CallRecord struct {
+	Step     string          `json:"step,omitempty"`
+	App      string          `json:"app"`
+	Function string          `json:"function"`
+	Caller   string          `json:"caller,omitempty"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	SpokePID int             `json:"spoke_pid,omitempty"`
+	Source   string          `json:"source"`
+}
+
+// SpokeRecord is one spoke process that served the query.
+type SpokeRecord struct {
+	App  string `json:"app"`
+	PID  int    `json:"pid"`
+	Cold bool   `json:"cold"`
+}
+
+func (q *query) recordConsent(req ConsentRequest, subj string, d Decision, source string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.record.Consents = append(q.record.Consents, ConsentRecord{
+		Category: req.Category, Subject: subj, App: req.App, Caller: req.Caller, Function: req.Function,
+		Args: req.Args, Data: req.Data, Result: req.Result, InPlan: req.InPlan, Decision: d, Source: source,
+	})
+}
+
+func (q *query) recordCall(c CallRecord) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.record.Calls = append(q.record.Calls, c)
+}
+
+func (q *query) recordSpoke(app string, info spoke.Info) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, s := range q.record.Spokes {
+		if s.App == app && s.PID == info.PID {
+			return
+		}
+	}
+	q.record.Spokes = append(q.record.Spokes, SpokeRecord{App: app, PID: info.PID, Cold: info.Cold})
+}

@@ -1,0 +1,136 @@
+// Package llm talks to OpenAI-compatible chat-completion endpoints (OpenAI,
+// Ollama, vLLM, llama.cpp's server) and provides the simulated models used by
+// tests and demos (package llm/simulator).
+//
+// It owns the wire types shared by the hub and the spokes. It must never
+// decide anything about security: it neither filters tool calls nor trusts
+// what a model returns. Only the hub holds a Client, and so the API key.
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Role is the author of a chat message.
+type Role string
+
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one chat message.
+type Message struct {
+	Role    Role   `json:"role"`
+	Content string `json:"content,omitempty"`
+	// ToolCalls are the calls an assistant message asks for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID links a tool message to the call it answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is one function call requested by the model.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the JSON text the model produced; it may be invalid JSON.
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a function offered to the model.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// JSONSchema asks for structured output conforming to Schema.
+type JSONSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+}
+
+// Request is one chat completion request.
+type Request struct {
+	Model    string    `json:"model"`
+	Messages []Message `json:"messages"`
+	Tools    []Tool    `json:"tools,omitempty"`
+	// ResponseSchema, when set, asks for a JSON answer conforming to it.
+	ResponseSchema *JSONSchema `json:"response_schema,omitempty"`
+	// MaxTokens bounds the completion; 0 means the endpoint's default.
+	MaxTokens int `json:"max_tokens,omitempty"`
+}
+
+// Usage counts tokens as reported by the endpoint.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// Response is one chat completion.
+type Response struct {
+	Message Message `json:"message"`
+	Usage   Usage   `json:"usage"`
+}
+
+// ErrorKind classifies endpoint failures so callers can branch on meaning.
+type ErrorKind string
+
+const (
+	ErrTimeout     ErrorKind = "timeout"
+	ErrRateLimited ErrorKind = "rate_limited"
+	ErrUnavailable ErrorKind = "unavailable" // 5xx, connection refused
+	ErrAuth        ErrorKind = "auth"        // 401, 403
+	ErrBadRequest  ErrorKind = "bad_request" // 400, 404, 422
+	ErrMalformed   ErrorKind = "malformed"   // the endpoint's answer could not be used
+)
+
+// Error is an endpoint failure with a message fit for the user.
+type Error struct {
+	Kind   ErrorKind
+	Status int // HTTP status, 0 when none
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("llm %s (HTTP %d): %v", e.Kind, e.Status, e.Err)
+	}
+	return fmt.Sprintf("llm %s: %v", e.Kind, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// UserMessage says in plain words what went wrong, without internals.
+func (e *Error) UserMessage() string {
+	switch e.Kind {
+	case ErrTimeout:
+		return "the language model did not answer in time"
+	case ErrRateLimited:
+		return "the language model endpoint is rate limiting us; try again shortly"
+	case ErrUnavailable:
+		return "the language model endpoint is unavailable"
+	case ErrAuth:
+		return "the language model endpoint refused our credentials"
+	case ErrBadRequest:
+		return "the language model endpoint rejected the request"
+	default:
+		return "the language model returned an answer that could not be used"
+	}
+}
+
+// Retryable reports whether trying again later may succeed.
+func (e *Error) Retryable() bool {
+	return e.Kind == ErrTimeout || e.Kind == ErrRateLimited || e.Kind == ErrUnavailable
+}
+
+// AsError returns the *Error in err's chain, if any.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}

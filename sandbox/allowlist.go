@@ -1,0 +1,222 @@
+//go:build linux
+
+package sandbox
+
+import "golang.org/x/sys/unix"
+
+// The seccomp filter is this table (plus archRules for the machine's
+// architecture). Anything not listed fails with EPERM. A rule applies in the
+// profiles it names; several rules for one syscall and action are OR-ed, the
+// conditions inside one rule are AND-ed.
+//
+// The list was found by running the sbxtest child under strace with the
+// filter on (a denied call shows as EPERM): a Go 1.26 cgo spoke doing JSON
+// over fd 3, goroutines, timers, GC, new threads and files in scratch
+// (attempts "workload" and "threads"), and for the exec profile a
+// dynamically linked C program from its first instruction. It is kept as
+// small as those need, plus the few the Go runtime needs only sometimes
+// (netpoller set-up, GOMAXPROCS updates, vDSO fallback, fatal signals). The
+// tests TestWorkloadUnderFilter and TestThreadsUnderFilter keep it enough;
+// TestRuleTable checks every entry in-process.
+
+// action is what the filter does for a matching syscall.
+type action int
+
+const (
+	// actAllow lets the syscall run.
+	actAllow action = iota + 1
+	// actKill kills the whole process at once: for syscalls no spoke has a
+	// reason to try, whose mere attempt is an attack.
+	actKill
+	// actENOSYS fails the syscall as if the kernel did not know it: for
+	// syscalls that libraries probe and then fall back from.
+	actENOSYS
+)
+
+// profiles is the set of profiles a rule applies in.
+type profiles uint8
+
+const (
+	inStrict profiles = 1 << iota
+	inExec
+	inBoth = inStrict | inExec
+)
+
+func (ps profiles) has(p Profile) bool {
+	switch p {
+	case ProfileStrict:
+		return ps&inStrict != 0
+	case ProfileExec:
+		return ps&inExec != 0
+	}
+	return false
+}
+
+// cmpOp compares one syscall argument.
+type cmpOp int
+
+const (
+	// opEq: arg == Value.
+	opEq cmpOp = iota + 1
+	// opMaskedEq: arg & Mask == Value.
+	opMaskedEq
+)
+
+// selfPID in a condition's Value stands for the spoke's own PID, which is
+// known only when the filter is built.
+const selfPID = ^uint64(0)
+
+// cond is one condition on a syscall argument.
+type cond struct {
+	Arg   uint
+	Op    cmpOp
+	Value uint64
+	Mask  uint64
+}
+
+// rule is one entry of the table.
+type rule struct {
+	// Name is the syscall's name as libseccomp knows it.
+	Name string
+	// When are conditions that must all hold; nil means always.
+	When []cond
+	// Action is what happens when the rule matches.
+	Action action
+	// Profiles are the profiles the rule applies in.
+	Profiles profiles
+	// Reason says why the rule exists. Every rule has one.
+	Reason string
+}
+
+// cloneNamespaces are the clone flags that create namespaces. A thread may
+// not ask for any of them.
+const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWTIME
+
+var (
+	always     []cond
+	unixDomain = []cond{{Arg: 0, Op: opEq, Value: unix.AF_UNIX}}
+	noExecProt = []cond{{Arg: 2, Op: opMaskedEq, Mask: unix.PROT_EXEC, Value: 0}}
+	toSelf     = []cond{{Arg: 0, Op: opEq, Value: selfPID}}
+)
+
+// genericRules is the architecture-independent part of the table.
+var genericRules = []rule{
+	// Threads, scheduling and synchronisation.
+	{"clone", []cond{{Arg: 0, Op: opMaskedEq, Mask: unix.CLONE_THREAD | cloneNamespaces, Value: unix.CLONE_THREAD}}, actAllow, inBoth,
+		"new threads only (the Go runtime and glibc's pthread_create): no process, no namespace"},
+	{"clone3", always, actENOSYS, inBoth,
+		"its flags sit behind a pointer the filter cannot read; ENOSYS makes glibc fall back to clone"},
+	{"futex", always, actAllow, inBoth, "Go runtime and glibc locks, sleeps and wake-ups"},
+	{"sched_yield", always, actAllow, inBoth, "Go runtime spinning (osyield)"},
+	{"sched_getaffinity", always, actAllow, inBoth, "Go runtime sizes GOMAXPROCS from it, also after start"},
+	{"nanosleep", always, actAllow, inBoth, "Go runtime usleep"},
+	{"clock_gettime", always, actAllow, inBoth, "time when the vDSO falls back to the syscall"},
+	{"restart_syscall", always, actAllow, inBoth, "kernel restart of a sleep interrupted by a signal"},
+	{"set_robust_list", always, actAllow, inBoth, "glibc registers each new thread's robust futex list"},
+	{"rseq", always, actAllow, inBoth, "glibc registers restartable sequences for each new thread"},
+	{"gettid", always, actAllow, inBoth, "Go runtime and glibc thread identity"},
+	{"getpid", always, actAllow, inBoth, "own process identity (signals to self)"},
+	{"exit", always, actAllow, inBoth, "a thread ends"},
+	{"exit_group", always, actAllow, inBoth, "the process ends"},
+
+	// Memory.
+	{"mmap", noExecProt, actAllow, inStrict, "heap, stacks and arenas; never executable: a built-in app has no code to load"},
+	{"mmap", always, actAllow, inExec, "the dynamic loader maps libraries executable; JITs"},
+	{"mprotect", noExecProt, actAllow, inStrict, "glibc thread stack guard pages; never executable"},
+	{"mprotect", always, actAllow, inExec, "RELRO after relocation; JITs"},
+	{"munmap", always, actAllow, inBoth, "Go runtime and glibc free memory"},
+	{"madvise", always, actAllow, inBoth, "Go scavenger returns memory (MADV_DONTNEED) and sets huge-page hints"},
+	{"mremap", always, actAllow, inExec, "glibc realloc of large blocks"},
+	{"brk", always, actAllow, inExec, "glibc malloc's main arena"},
+
+	// Signals, to itself only.
+	{"rt_sigaction", always, actAllow, inBoth, "install signal handlers"},
+	{"rt_sigprocmask", always, actAllow, inBoth, "Go runtime and glibc block signals per thread"},
+	{"rt_sigreturn", always, actAllow, inBoth, "return from a signal handler"},
+	{"sigaltstack", always, actAllow, inBoth, "Go runtime gives each thread a signal stack"},
+	{"tgkill", toSelf, actAllow, inBoth, "Go runtime preempts its own threads with SIGURG; never another process"},
+	{"kill", toSelf, actAllow, inBoth, "Go runtime re-raises a fatal signal on itself; never another process"},
+
+	// Files and descriptors. Which paths may be opened is Landlock's job.
+	{"openat", always, actAllow, inBoth, "open files; Landlock decides which"},
+	{"close", always, actAllow, inBoth, "close descriptors"},
+	{"read", always, actAllow, inBoth, "read fd 3 (ISC), files, the netpoller's eventfd"},
+	{"write", always, actAllow, inBoth, "write fd 3 (ISC), stderr (logs), files, the netpoller's eventfd"},
+	{"pread64", always, actAllow, inBoth, "Go runtime re-reads its cgroup CPU limit through an fd opened at start"},
+	{"lseek", always, actAllow, inBoth, "seek in own files"},
+	{"fstat", always, actAllow, inBoth, "stat an open descriptor"},
+	{"newfstatat", always, actAllow, inBoth, "stat a path (Landlock does not restrict stat)"},
+	{"getdents64", always, actAllow, inBoth, "list a directory Landlock lets it open"},
+	{"mkdirat", always, actAllow, inBoth, "make directories in scratch (Landlock decides where)"},
+	{"unlinkat", always, actAllow, inBoth, "remove files in scratch (Landlock decides where)"},
+	{"renameat", always, actAllow, inBoth, "os.Rename in scratch (Landlock decides where)"},
+	{"fcntl", always, actAllow, inBoth, "Go's os.NewFile and netpoller read and set O_NONBLOCK and FD_CLOEXEC"},
+
+	// Go netpoller and timers.
+	{"epoll_create1", always, actAllow, inBoth, "Go netpoller"},
+	{"epoll_ctl", always, actAllow, inBoth, "Go netpoller"},
+	{"epoll_pwait", always, actAllow, inBoth, "Go netpoller"},
+	{"eventfd2", always, actAllow, inBoth, "Go netpoller wake-up"},
+
+	// Sockets: AF_UNIX only, and no way to reach a socket by path or
+	// abstract name: fd 3 is connected before the spoke starts.
+	{"socket", unixDomain, actAllow, inBoth, "AF_UNIX only: no IP, netlink, packet or vsock socket"},
+	{"socketpair", unixDomain, actAllow, inBoth, "in-process AF_UNIX pairs"},
+	{"getsockopt", always, actAllow, inBoth, "Go's net.FileConn reads SO_TYPE of fd 3"},
+	{"getsockname", always, actAllow, inBoth, "Go's net.FileConn reads fd 3's address"},
+	{"getpeername", always, actAllow, inBoth, "Go's net.FileConn reads fd 3's peer"},
+
+	// Randomness and limits, read-only.
+	{"getrandom", always, actAllow, inBoth, "crypto/rand and runtime seeding"},
+	{"prlimit64", []cond{{Arg: 2, Op: opEq, Value: 0}}, actAllow, inExec,
+		"read limits only (new_limit NULL): glibc reads RLIMIT_STACK; never raise a limit"},
+
+	// What a dynamically linked glibc program needs beyond a Go spoke.
+	{"readv", always, actAllow, inExec, "vectored I/O (libuv, stdio)"},
+	{"writev", always, actAllow, inExec, "vectored I/O (libuv, stdio)"},
+	{"statx", always, actAllow, inExec, "stat a path (libuv); Landlock does not restrict stat"},
+	{"clock_nanosleep", always, actAllow, inExec, "glibc sleep functions"},
+	{"getuid", always, actAllow, inExec, "read own identity"},
+	{"geteuid", always, actAllow, inExec, "read own identity"},
+	{"getgid", always, actAllow, inExec, "read own identity"},
+	{"getegid", always, actAllow, inExec, "read own identity"},
+
+	// The one execve of the exec profile. Landlock grants EXECUTE on ExecPath
+	// and its ELF interpreter only, so this is the only program it can start.
+	{"execve", always, actAllow, inExec, "start ExecPath (Landlock allows executing nothing else)"},
+
+	// Never: these kill the process on sight.
+	{"ptrace", always, actKill, inBoth, "reading or steering another process"},
+	{"process_vm_readv", always, actKill, inBoth, "reading another process's memory"},
+	{"process_vm_writev", always, actKill, inBoth, "writing another process's memory"},
+	{"mount", always, actKill, inBoth, "changing the file system view"},
+	{"umount2", always, actKill, inBoth, "changing the file system view"},
+	{"pivot_root", always, actKill, inBoth, "changing the file system view"},
+	{"chroot", always, actKill, inBoth, "changing the file system view"},
+	{"fsopen", always, actKill, inBoth, "new mount API"},
+	{"fsconfig", always, actKill, inBoth, "new mount API"},
+	{"fsmount", always, actKill, inBoth, "new mount API"},
+	{"fspick", always, actKill, inBoth, "new mount API"},
+	{"move_mount", always, actKill, inBoth, "new mount API"},
+	{"open_tree", always, actKill, inBoth, "new mount API"},
+	{"mount_setattr", always, actKill, inBoth, "new mount API"},
+	{"open_by_handle_at", always, actKill, inBoth, "opens files by handle, bypassing path checks (container escapes)"},
+	{"bpf", always, actKill, inBoth, "loading kernel programs"},
+	{"perf_event_open", always, actKill, inBoth, "kernel attack surface and side channels"},
+	{"keyctl", always, actKill, inBoth, "kernel keyrings may hold other users' secrets"},
+	{"add_key", always, actKill, inBoth, "kernel keyrings"},
+	{"request_key", always, actKill, inBoth, "kernel keyrings"},
+	{"kexec_load", always, actKill, inBoth, "replacing the kernel"},
+	{"kexec_file_load", always, actKill, inBoth, "replacing the kernel"},
+	{"init_module", always, actKill, inBoth, "loading kernel modules"},
+	{"finit_module", always, actKill, inBoth, "loading kernel modules"},
+	{"delete_module", always, actKill, inBoth, "unloading kernel modules"},
+	{"unshare", always, actKill, inBoth, "new namespaces are a kernel attack surface; the spoke's are set by its parent"},
+	{"setns", always, actKill, inBoth, "joining another namespace"},
+	{"userfaultfd", always, actKill, inBoth, "a classic aid to kernel exploits (stalling the kernel on a fault)"},
+	{"io_uring_setup", always, actENOSYS, inBoth,
+		"io_uring bypasses this filter; ENOSYS, not kill, because libuv and others probe it and fall back"},
+	{"io_uring_enter", always, actENOSYS, inBoth, "io_uring bypasses this filter"},
+	{"io_uring_register", always, actENOSYS, inBoth, "io_uring bypasses this filter"},
+}

@@ -1,0 +1,23 @@
+// Package sandbox confines one spoke process: it owns the environment scrub,
+// the closing of inherited file descriptors, the resource limits,
+// no_new_privs, Landlock, the seccomp allowlist and the namespaces a spoke
+// runs in.
+//
+// It has a parent side and a child side. The parent (the hub's spoke
+// manager) calls [Prepare] on the exec.Cmd that re-executes the binary; the
+// child calls [Enter] as the first thing it does, before it reads its first
+// ISC frame, and then runs its one app. [Probe] reports what the kernel
+// offers and [Capabilities.Check] refuses a policy that cannot be enforced
+// unless the operator opted into a weaker sandbox with Policy.AllowWeaker.
+//
+// This package must never fail open: when a protection that a policy needs
+// cannot be applied, Prepare, Check and Enter return an error and the caller
+// must not run the app. It must never log, exit or read configuration: it
+// returns errors and reports, and the caller decides. It must never import
+// other secgpt packages; its policy crosses the process boundary on argv as
+// JSON (see [Policy.Encode]).
+//
+// Everything that is enforced is data: the seccomp rules are one table with a
+// reason on every entry (allowlist.go and allowlist_amd64.go), and the Landlock
+// paths are computed from the policy in one function (landlockRules).
+package sandbox

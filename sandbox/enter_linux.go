@@ -1,0 +1,245 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// Enter confines the calling process according to p. The child calls it
+// first thing and exits if it returns an error. It applies, in this order:
+//
+//  1. an empty environment (os.Clearenv);
+//  2. closing every inherited file descriptor but 0–3 (see closeInherited);
+//  3. resource limits (setLimits);
+//  4. no_new_privs on every thread (set here on the calling thread,
+//     carried to the others by Landlock and seccomp's TSYNC);
+//  5. Landlock: read-only access to the executable and the libraries it
+//     maps, to p.ReadOnly, and for ProfileExec to the system libraries;
+//     EXECUTE only on p.ExecPath and its ELF interpreter; read-write access
+//     to p.Scratch; no TCP or UDP port; abstract unix sockets and signals
+//     scoped to the spoke;
+//  6. the seccomp allowlist of p.Profile, on every thread (TSYNC).
+//
+// If seccomp or Landlock is unavailable, Enter fails with a *MissingError
+// before it changes anything, unless p.AllowWeaker, in which case it reports
+// the protection off and goes on. Any other failure is an error: a
+// half-applied sandbox is never reported as applied. Once Enter has run, it
+// cannot be undone.
+//
+// The caller must run Enter before it reads its first frame or runs any app
+// code. Threads, timers and an os.File for fd 3 created before Enter are
+// fine: every thread is confined, and descriptors the process opened
+// itself are kept.
+func Enter(p Policy) (Report, error) {
+	var rep Report
+	if err := p.Validate(); err != nil {
+		return rep, err
+	}
+	p.Limits = p.Limits.withDefaults()
+	abi, llDetail := landlockSupport()
+	scOK, scDetail := seccompSupport()
+	var missing []string
+	if abi < 1 {
+		missing = append(missing, "landlock: "+llDetail)
+	}
+	if !scOK {
+		missing = append(missing, "seccomp: "+scDetail)
+	}
+	if len(missing) > 0 && !p.AllowWeaker {
+		return rep, &MissingError{Missing: missing}
+	}
+	// no_new_privs and the seccomp filter are set by this thread first.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	n := len(os.Environ())
+	os.Clearenv()
+	rep.add("environment", true, fmt.Sprintf("cleared %d variables", n))
+
+	closed, err := closeInherited()
+	if err != nil {
+		return rep, err
+	}
+	rep.add("file descriptors", true, fmt.Sprintf("closed %d inherited; kept 0-3", closed))
+
+	ns := namespacesDetail()
+	rep.add(namespacesProtection, ns != "none", ns)
+
+	// Paths are gathered before the limits: reading /proc/self/maps needs
+	// a descriptor and memory, and Landlock will forbid it.
+	var lp landlockPaths
+	if abi > 0 {
+		if lp, err = landlockRules(p); err != nil {
+			return rep, err
+		}
+	}
+
+	limits, err := setLimits(p.Limits)
+	if err != nil {
+		return rep, err
+	}
+	rep.add("rlimits", true, limits)
+
+	// Landlock and seccomp (TSYNC) each carry no_new_privs to every
+	// thread; only without both must it be set on each thread here.
+	if abi > 0 || scOK {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return rep, fmt.Errorf("failed to set no_new_privs: %w", err)
+		}
+	} else if err := ll.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return rep, fmt.Errorf("failed to set no_new_privs: %w", err)
+	}
+	rep.add("no_new_privs", true, "all threads")
+
+	if abi > 0 {
+		detail, err := applyLandlock(lp)
+		if err != nil {
+			return rep, err
+		}
+		rep.add("landlock", true, detail)
+	} else {
+		rep.add("landlock", false, "weaker sandbox allowed: "+llDetail)
+	}
+
+	if scOK {
+		detail, err := installSeccomp(p.Profile)
+		if err != nil {
+			return rep, err
+		}
+		rep.add("seccomp", true, fmt.Sprintf("profile %s: %s", p.Profile, detail))
+	} else {
+		rep.add("seccomp", false, "weaker sandbox allowed: "+scDetail)
+	}
+	return rep, nil
+}
+
+// closeInherited closes every descriptor above 3 that was inherited across
+// execve, and returns how many it closed.
+//
+// It does not use close_range(4, ~0): the Go runtime (1.25+) opens its
+// cgroup CPU-limit files at start and keeps reading them, so descriptors
+// above 3 may be the runtime's own. Every descriptor that survived execve
+// lacks FD_CLOEXEC (the kernel closed the others), and every descriptor Go
+// creates has it; so the inherited ones are exactly those without it.
+func closeInherited() (int, error) {
+	dir, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return 0, fmt.Errorf("failed to list file descriptors: %w", err)
+	}
+	names, err := dir.Readdirnames(-1)
+	dirFD := int(dir.Fd())
+	if err != nil {
+		dir.Close()
+		return 0, fmt.Errorf("failed to list file descriptors: %w", err)
+	}
+	closed := 0
+	for _, name := range names {
+		fd, err := strconv.Atoi(name)
+		if err != nil || fd <= 3 || fd == dirFD {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		if err := unix.Close(fd); err != nil {
+			dir.Close()
+			return closed, fmt.Errorf("failed to close inherited descriptor %d: %w", fd, err)
+		}
+		closed++
+	}
+	if err := dir.Close(); err != nil {
+		return closed, fmt.Errorf("failed to close /proc/self/fd: %w", err)
+	}
+	return closed, nil
+}
+
+// setLimits sets l as soft and hard limits (CPU: hard one second above
+// soft), and RLIMIT_CORE to 0. It never raises a limit the parent already
+// set lower. syscall.Setrlimit is used so that Go does not restore its
+// start-up NOFILE limit on exec.
+//
+// RLIMIT_NPROC is not set: it counts every thread of the uid in every
+// process, and all spokes of a root hub share uid 65534, so one spoke could
+// starve the others. The seccomp clone rule stops fork bombs instead.
+func setLimits(l Limits) (string, error) {
+	set := []struct {
+		name     string
+		resource int
+		cur, max uint64
+	}{
+		{"cpu", unix.RLIMIT_CPU, l.CPUSeconds, l.CPUSeconds + 1},
+		{"as", unix.RLIMIT_AS, l.AddressSpace, l.AddressSpace},
+		{"fsize", unix.RLIMIT_FSIZE, l.FileSize, l.FileSize},
+		{"nofile", unix.RLIMIT_NOFILE, l.OpenFiles, l.OpenFiles},
+		{"core", unix.RLIMIT_CORE, 0, 0},
+	}
+	var parts []string
+	for _, s := range set {
+		var old syscall.Rlimit
+		if err := syscall.Getrlimit(s.resource, &old); err != nil {
+			return "", fmt.Errorf("failed to get rlimit %s: %w", s.name, err)
+		}
+		lim := syscall.Rlimit{Cur: min(s.cur, old.Max), Max: min(s.max, old.Max)}
+		if err := syscall.Setrlimit(s.resource, &lim); err != nil {
+			return "", fmt.Errorf("failed to set rlimit %s: %w", s.name, err)
+		}
+		parts = append(parts, fmt.Sprintf("%s %d/%d", s.name, lim.Cur, lim.Max))
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+// namespacesDetail says which new namespaces the process runs in, as far
+// as it can tell from inside: a user namespace maps fewer than all uids, a
+// PID namespace makes it PID 1, a network namespace shows only loopback.
+func namespacesDetail() string {
+	var in []string
+	if m, err := os.ReadFile("/proc/self/uid_map"); err == nil && !strings.Contains(string(m), "4294967295") {
+		in = append(in, "user ("+strings.Join(strings.Fields(string(m)), " ")+")")
+	}
+	if os.Getpid() == 1 {
+		in = append(in, "pid")
+	}
+	if dev, err := os.ReadFile("/proc/self/net/dev"); err == nil {
+		lines := strings.Split(strings.TrimSpace(string(dev)), "\n")
+		if len(lines) == 3 && strings.HasPrefix(strings.TrimSpace(lines[2]), "lo:") {
+			in = append(in, "net (loopback only)")
+		}
+	}
+	if len(in) == 0 {
+		return "none"
+	}
+	return strings.Join(in, ", ")
+}
+
+// Exec replaces the spoke with p.ExecPath (ProfileExec only), after Enter.
+// argv[0] is the program's name; env is its whole environment. Exec returns
+// only on failure.
+//
+// What the exec profile guarantees: the seccomp filter, the Landlock
+// domain, the limits and no_new_privs carry over to the new program and to
+// anything it might execute; Landlock grants EXECUTE on ExecPath and its ELF
+// interpreter and on nothing else, so neither the spoke nor the program can
+// execute another file (EACCES), and execveat and fork stay denied. What it
+// does not: a seccomp filter cannot tell the first execve from a later one,
+// so the program may execute ExecPath again (for instance through
+// /proc/self/exe), or its interpreter on another readable ELF file. Both
+// run under the same sandbox and gain nothing the program could not do by
+// itself. Enter refuses a script as ExecPath: its interpreter would need
+// EXECUTE.
+func Exec(p Policy, argv, env []string) error {
+	if p.Profile != ProfileExec {
+		return fmt.Errorf("%w: profile %q", ErrWrongProfile, p.Profile)
+	}
+	err := syscall.Exec(p.ExecPath, argv, env)
+	return fmt.Errorf("failed to exec %s: %w", p.ExecPath, err)
+}

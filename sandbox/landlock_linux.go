@@ -1,0 +1,184 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// Landlock access sets. None grants EXECUTE but execFile: in ProfileStrict the
+// spoke can execute nothing even if seccomp were off.
+const (
+	readFile landlock.AccessFSSet = ll.AccessFSReadFile
+	readDir  landlock.AccessFSSet = ll.AccessFSReadFile | ll.AccessFSReadDir
+	execFile landlock.AccessFSSet = ll.AccessFSReadFile | ll.AccessFSExecute
+	// scratchDir is read and write without EXECUTE, devices, sockets, fifos,
+	// symlinks, and without REFER: go-landlock's best effort turns a rule
+	// with REFER into no restriction at all on ABI 1 kernels. Renames
+	// between two directories of scratch therefore fail with EXDEV.
+	scratchDir landlock.AccessFSSet = readDir | ll.AccessFSWriteFile | ll.AccessFSTruncate |
+		ll.AccessFSMakeReg | ll.AccessFSMakeDir | ll.AccessFSRemoveFile | ll.AccessFSRemoveDir
+)
+
+// systemLibraryPaths are what the dynamic loader of an exec-profile program
+// reads: world-readable system libraries and the loader cache, no secrets.
+// They are readable, never executable.
+var systemLibraryPaths = []string{"/etc/ld.so.cache", "/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib"}
+
+// landlockSupport reports the kernel's Landlock ABI version.
+func landlockSupport() (int, string) {
+	abi, err := ll.LandlockGetABIVersion()
+	if err != nil {
+		return 0, fmt.Sprintf("not available: %v", err)
+	}
+	if abi < 1 {
+		return 0, "not enabled in the kernel"
+	}
+	return abi, fmt.Sprintf("kernel ABI %d, enforced best effort up to V11", abi)
+}
+
+// landlockPaths is what one spoke may touch, by access set.
+type landlockPaths struct {
+	ReadFiles []string
+	ReadDirs  []string
+	Exec      []string
+	Scratch   string
+}
+
+// landlockRules computes the paths of policy p. It reads /proc/self/maps
+// and ExecPath, so it must run before Landlock is applied.
+func landlockRules(p Policy) (landlockPaths, error) {
+	var lp landlockPaths
+	mapped, err := mappedFiles()
+	if err != nil {
+		return lp, err
+	}
+	lp.ReadFiles = mapped
+	for _, path := range p.ReadOnly {
+		st, err := os.Stat(path)
+		if err != nil {
+			return lp, fmt.Errorf("failed to stat read-only path: %w", err)
+		}
+		if st.IsDir() {
+			lp.ReadDirs = append(lp.ReadDirs, path)
+		} else {
+			lp.ReadFiles = append(lp.ReadFiles, path)
+		}
+	}
+	if p.Scratch != "" {
+		st, err := os.Lstat(p.Scratch)
+		if err != nil {
+			return lp, fmt.Errorf("failed to stat scratch: %w", err)
+		}
+		if !st.IsDir() {
+			return lp, fmt.Errorf("%w: scratch %s is not a directory", ErrInvalidPolicy, p.Scratch)
+		}
+		lp.Scratch = p.Scratch
+	}
+	if p.Profile == ProfileExec {
+		interp, err := elfInterpreter(p.ExecPath)
+		if err != nil {
+			return lp, err
+		}
+		lp.Exec = append(lp.Exec, p.ExecPath)
+		if interp != "" {
+			lp.Exec = append(lp.Exec, interp)
+		}
+		for _, path := range systemLibraryPaths {
+			st, err := os.Stat(path)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				continue
+			case err != nil:
+				return lp, fmt.Errorf("failed to stat system library path: %w", err)
+			case st.IsDir():
+				lp.ReadDirs = append(lp.ReadDirs, path)
+			default:
+				lp.ReadFiles = append(lp.ReadFiles, path)
+			}
+		}
+	}
+	return lp, nil
+}
+
+// mappedFiles lists the files mapped into this process (the executable and
+// its shared libraries), from /proc/self/maps, that it may read now. One it
+// cannot read (a binary in a directory only root may enter, started through
+// /proc/self/exe) stays unreadable: the spoke does not need to read what is
+// already mapped.
+func mappedFiles() ([]string, error) {
+	data, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil, fmt.Errorf("failed to read /proc/self/maps: %w", err)
+	}
+	var files []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		// address perms offset dev inode path
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 6 || !strings.HasPrefix(fields[5], "/") {
+			continue // anonymous, [heap], [stack], or " (deleted)"
+		}
+		if !slices.Contains(files, fields[5]) && unix.Access(fields[5], unix.R_OK) == nil {
+			files = append(files, fields[5])
+		}
+	}
+	return files, nil
+}
+
+// elfInterpreter returns the ELF interpreter (PT_INTERP) of path, "" for a
+// static executable. The kernel opens the interpreter for execution, so it
+// needs EXECUTE too. Scripts are refused: their interpreter would need
+// EXECUTE and could run anything.
+func elfInterpreter(path string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: exec_path %s is not an ELF executable (declare the interpreter of a script instead): %w", ErrInvalidPolicy, path, err)
+	}
+	defer f.Close()
+	for _, prog := range f.Progs {
+		if prog.Type != elf.PT_INTERP {
+			continue
+		}
+		b := make([]byte, prog.Filesz)
+		if _, err := prog.ReadAt(b, 0); err != nil {
+			return "", fmt.Errorf("failed to read ELF interpreter of %s: %w", path, err)
+		}
+		return string(bytes.TrimRight(b, "\x00")), nil
+	}
+	return "", nil
+}
+
+// applyLandlock restricts every thread of the process to lp, handling every
+// access right go-landlock knows (V11) that the kernel supports: file
+// access, TCP and UDP bind/connect (no port is allowed), and the abstract
+// unix socket and signal scopes.
+func applyLandlock(lp landlockPaths) (string, error) {
+	rules := []landlock.Rule{landlock.PathAccess(readFile, lp.ReadFiles...)}
+	if len(lp.ReadDirs) > 0 {
+		rules = append(rules, landlock.PathAccess(readDir, lp.ReadDirs...))
+	}
+	if len(lp.Exec) > 0 {
+		rules = append(rules, landlock.PathAccess(execFile, lp.Exec...))
+	}
+	if lp.Scratch != "" {
+		rules = append(rules, landlock.PathAccess(scratchDir, lp.Scratch))
+	}
+	if err := landlock.V11.BestEffort().Restrict(rules...); err != nil {
+		return "", fmt.Errorf("failed to apply landlock: %w", err)
+	}
+	abi, _ := landlockSupport()
+	return fmt.Sprintf("ABI %d; %d read-only files, %d read-only dirs, %d executable, scratch %q",
+		abi, len(lp.ReadFiles), len(lp.ReadDirs), len(lp.Exec), lp.Scratch), nil
+}

@@ -1,0 +1,310 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Profile names a sandbox profile. The values are those of apps.Profile.
+type Profile string
+
+const (
+	// ProfileStrict is for built-in Go apps: the spoke may not execute
+	// anything, has no network and no file access beyond its scratch
+	// directory and what its own binary needs.
+	ProfileStrict Profile = "strict"
+	// ProfileExec is for external apps: the spoke may execute Policy.ExecPath
+	// (and nothing else), and the program it executes runs under the same
+	// seccomp filter, Landlock domain and limits.
+	ProfileExec Profile = "exec"
+)
+
+// MinAddressSpace is the smallest Limits.AddressSpace a policy may ask for.
+// Address space is not memory: a Go 1.26 cgo spoke on x86-64 reserves about
+// 1.1 GiB at start (the page allocator's summaries), plus 8 MiB per thread
+// stack and 64 MiB per glibc malloc arena (Prepare limits those to one).
+// Under this package's filter it was measured to need 1.25 GiB to start and
+// serve, and 1.63 GiB with 60 threads (TestAddressSpaceNeeded).
+const MinAddressSpace = 1536 << 20
+
+// Limits are the resource limits of a spoke. Each is set as both the soft and
+// the hard limit (except CPUSeconds, see below), so the spoke cannot raise
+// them. A zero field means its DefaultLimits value: there is no "unlimited".
+type Limits struct {
+	// CPUSeconds is RLIMIT_CPU's soft limit; the hard limit is one second
+	// more, so SIGKILL follows SIGXCPU (which the Go runtime ignores). The hub
+	// must still enforce a wall-clock deadline: a sleeping spoke uses no CPU.
+	CPUSeconds uint64 `json:"cpu_seconds,omitempty"`
+	// AddressSpace is RLIMIT_AS in bytes, at least MinAddressSpace. It is a
+	// guard against runaway allocation, not a memory budget.
+	AddressSpace uint64 `json:"address_space,omitempty"`
+	// FileSize is RLIMIT_FSIZE in bytes: the largest file the spoke may write.
+	FileSize uint64 `json:"file_size,omitempty"`
+	// OpenFiles is RLIMIT_NOFILE: one more than the highest file descriptor
+	// number the spoke may open.
+	OpenFiles uint64 `json:"open_files,omitempty"`
+}
+
+// DefaultLimits returns the limits a spoke gets unless the operator says
+// otherwise: 30 CPU seconds, 2 GiB of address space (room for about 90
+// threads), 64 MiB files and 64 open files.
+func DefaultLimits() Limits {
+	return Limits{
+		CPUSeconds:   30,
+		AddressSpace: 2 << 30,
+		FileSize:     64 << 20,
+		OpenFiles:    64,
+	}
+}
+
+// withDefaults fills every zero field from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.CPUSeconds == 0 {
+		l.CPUSeconds = d.CPUSeconds
+	}
+	if l.AddressSpace == 0 {
+		l.AddressSpace = d.AddressSpace
+	}
+	if l.FileSize == 0 {
+		l.FileSize = d.FileSize
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	return l
+}
+
+// Policy is everything the child needs to confine itself. The parent encodes
+// it on the child's command line (Encode) and the child decodes it
+// (DecodePolicy) before calling Enter. It holds no secret.
+type Policy struct {
+	// Profile is ProfileStrict or ProfileExec.
+	Profile Profile `json:"profile"`
+	// Limits are the resource limits; zero fields take their defaults.
+	Limits Limits `json:"limits"`
+	// Scratch is the private read-write directory of this (user, app), an
+	// absolute path; "" means none. Prepare creates it.
+	Scratch string `json:"scratch,omitempty"`
+	// ReadOnly are extra absolute paths (files or directories) the spoke may
+	// read. The executable and the libraries it maps are added by Enter.
+	ReadOnly []string `json:"read_only,omitempty"`
+	// ExecPath is, for ProfileExec only, the absolute path of the one ELF
+	// executable the spoke may execute (see Exec).
+	ExecPath string `json:"exec_path,omitempty"`
+	// Namespaces asks for new user, PID, network and IPC namespaces. It is
+	// best effort: Prepare uses what Probe found and Enter reports it.
+	Namespaces bool `json:"namespaces,omitempty"`
+	// AllowWeaker is the operator's explicit opt-out: run even if seccomp or
+	// Landlock is unavailable. Enter then applies what it can and reports
+	// what it could not; the caller must log that loudly.
+	AllowWeaker bool `json:"allow_weaker,omitempty"`
+}
+
+// Validate checks that p is well formed. It does not look at the kernel.
+func (p Policy) Validate() error {
+	switch p.Profile {
+	case ProfileStrict:
+		if p.ExecPath != "" {
+			return policyError("exec_path is only allowed in profile %q", ProfileExec)
+		}
+	case ProfileExec:
+		if p.ExecPath == "" {
+			return policyError("profile %q needs exec_path", ProfileExec)
+		}
+		if err := checkPath("exec_path", p.ExecPath); err != nil {
+			return err
+		}
+	default:
+		return policyError("unknown profile %q", p.Profile)
+	}
+	if p.Scratch != "" {
+		if err := checkPath("scratch", p.Scratch); err != nil {
+			return err
+		}
+	}
+	for _, path := range p.ReadOnly {
+		if err := checkPath("read_only", path); err != nil {
+			return err
+		}
+	}
+	if l := p.Limits.withDefaults(); l.AddressSpace < MinAddressSpace {
+		return policyError("address_space %d is below the Go runtime's minimum %d", l.AddressSpace, MinAddressSpace)
+	}
+	return nil
+}
+
+// checkPath requires a clean absolute path, so that the paths Landlock
+// allows are the paths the operator wrote.
+func checkPath(field, path string) error {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return policyError("%s %q is not a clean absolute path", field, path)
+	}
+	return nil
+}
+
+func policyError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidPolicy, fmt.Sprintf(format, args...))
+}
+
+// Encode returns p as compact JSON for the child's command line.
+func (p Policy) Encode() (string, error) {
+	if err := p.Validate(); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("failed to encode policy: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodePolicy parses what Encode produced. Unknown fields are refused, so a
+// parent and child built from different versions fail instead of silently
+// dropping a protection.
+func DecodePolicy(s string) (Policy, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	var p Policy
+	if err := dec.Decode(&p); err != nil {
+		return Policy{}, fmt.Errorf("failed to decode policy: %w: %w", ErrInvalidPolicy, err)
+	}
+	if dec.More() {
+		return Policy{}, policyError("trailing data after policy")
+	}
+	if err := p.Validate(); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
+}
+
+// Errors of this package.
+var (
+	// ErrInvalidPolicy is returned (wrapped) by Validate, Encode,
+	// DecodePolicy, Prepare and Enter for a malformed policy.
+	ErrInvalidPolicy = errors.New("invalid sandbox policy")
+	// ErrUnprotected is returned (wrapped in a *MissingError) by Check,
+	// Prepare and Enter when a protection the policy needs is unavailable
+	// and the policy does not allow a weaker sandbox.
+	ErrUnprotected = errors.New("sandbox protection unavailable")
+	// ErrWrongProfile is returned by Exec outside ProfileExec, and on
+	// systems where Exec cannot be confined.
+	ErrWrongProfile = errors.New("exec not allowed by the sandbox policy")
+)
+
+// MissingError names the protections that are unavailable. It unwraps to
+// ErrUnprotected.
+type MissingError struct {
+	// Missing has one entry per protection: "name: why".
+	Missing []string
+}
+
+func (e *MissingError) Error() string {
+	return "sandbox protection unavailable: " + strings.Join(e.Missing, "; ")
+}
+
+func (e *MissingError) Unwrap() error { return ErrUnprotected }
+
+// Protection is one protection as applied (or not) by Enter.
+type Protection struct {
+	Name   string `json:"name"`
+	On     bool   `json:"on"`
+	Detail string `json:"detail"`
+}
+
+// Report says what Enter applied, one Protection per mechanism, in the order
+// applied.
+type Report struct {
+	Protections []Protection `json:"protections"`
+}
+
+// namespacesProtection names the one best-effort entry of a Report.
+const namespacesProtection = "namespaces"
+
+// Weaker reports whether a protection other than the best-effort
+// namespaces is off, as only happens with Policy.AllowWeaker.
+func (r Report) Weaker() bool {
+	for _, pr := range r.Protections {
+		if !pr.On && pr.Name != namespacesProtection {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Report) add(name string, on bool, detail string) {
+	r.Protections = append(r.Protections, Protection{Name: name, On: on, Detail: detail})
+}
+
+// Capabilities is what the kernel and this build offer, as found by Probe.
+type Capabilities struct {
+	Seccomp        bool   `json:"seccomp"`
+	SeccompDetail  string `json:"seccomp_detail"`
+	LandlockABI    int    `json:"landlock_abi"`
+	LandlockDetail string `json:"landlock_detail"`
+	UserNS         bool   `json:"user_ns"`
+	NetNS          bool   `json:"net_ns"`
+	PIDNS          bool   `json:"pid_ns"`
+	NSDetail       string `json:"ns_detail"`
+	NoNewPrivs     bool   `json:"no_new_privs"`
+}
+
+// Lines returns one human-readable line per protection, for the binary's
+// start-up message.
+func (c Capabilities) Lines() []string {
+	return []string{
+		"seccomp: " + onOff(c.Seccomp) + " (" + c.SeccompDetail + ")",
+		fmt.Sprintf("landlock: %s (ABI %d; %s)", onOff(c.LandlockABI > 0), c.LandlockABI, c.LandlockDetail),
+		"no_new_privs: " + onOff(c.NoNewPrivs),
+		fmt.Sprintf("namespaces: user %s, pid %s, net %s (%s)", onOff(c.UserNS), onOff(c.PIDNS), onOff(c.NetNS), c.NSDetail),
+	}
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// Check returns nil if p can run here with every protection it needs, or if
+// p.AllowWeaker; otherwise a *MissingError naming what is missing.
+// Namespaces are best effort and never make Check fail.
+func (c Capabilities) Check(p Policy) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if p.AllowWeaker {
+		return nil
+	}
+	var missing []string
+	if !c.Seccomp {
+		missing = append(missing, "seccomp: "+c.SeccompDetail)
+	}
+	if c.LandlockABI < 1 {
+		missing = append(missing, "landlock: "+c.LandlockDetail)
+	}
+	if !c.NoNewPrivs {
+		missing = append(missing, "no_new_privs: not supported by the kernel")
+	}
+	if len(missing) > 0 {
+		return &MissingError{Missing: missing}
+	}
+	return nil
+}
+
+// String renders the report on one line for a log field.
+func (r Report) String() string {
+	var b bytes.Buffer
+	for i, pr := range r.Protections {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s (%s)", pr.Name, onOff(pr.On), pr.Detail)
+	}
+	return b.String()
+}

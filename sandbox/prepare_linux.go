@@ -1,0 +1,249 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// nobody is the uid and gid a spoke runs as when the hub runs as root: a
+// spoke then cannot read root's 0600 files even before Landlock, and has no
+// capability at all.
+const nobody = 65534
+
+// capabilities is Probe, run once: what the kernel offers does not change
+// while the hub runs. Tests replace it to simulate a missing protection.
+var capabilities = sync.OnceValue(Probe)
+
+// Probe reports what this kernel and build offer. It spawns short-lived
+// processes to try the namespaces, so it costs a few milliseconds.
+func Probe() Capabilities {
+	var c Capabilities
+	c.Seccomp, c.SeccompDetail = seccompSupport()
+	c.LandlockABI, c.LandlockDetail = landlockSupport()
+	_, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	c.NoNewPrivs = err == nil
+	c.UserNS, c.PIDNS, c.NetNS, c.NSDetail = probeNamespaces()
+	if c.PIDNS && c.LandlockABI > 0 && c.LandlockABI < landlockTSyncABI {
+		// Before ABI 8 go-landlock reaches every thread through libpsx,
+		// which lists them in /proc/<getpid()>/task: in a new PID
+		// namespace under the host's /proc that is another process, and
+		// Landlock would hang or miss threads.
+		c.PIDNS = false
+		c.NSDetail += fmt.Sprintf("; no pid namespace below Landlock ABI %d (threads are found through /proc)", landlockTSyncABI)
+	}
+	return c
+}
+
+// landlockTSyncABI is the Landlock ABI whose kernel applies a ruleset to
+// every thread itself (LANDLOCK_RESTRICT_SELF_TSYNC).
+const landlockTSyncABI = 8
+
+// probeNamespaces starts a process in new namespaces, mapped as Prepare
+// would map it, that tries to execute a path that cannot exist: ENOENT
+// means the namespaces and the mapping were set up; any other error says
+// why they were not.
+func probeNamespaces() (user, pid, net bool, detail string) {
+	try := func(flags uintptr) error {
+		attr := &syscall.SysProcAttr{}
+		setNamespaces(attr, flags)
+		_, err := syscall.ForkExec("/proc/self/secgpt-namespace-probe", nil, &syscall.ProcAttr{Sys: attr})
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	if err := try(unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC); err == nil {
+		return true, true, true, mappingDetail()
+	}
+	// Prepare always adds an IPC namespace to a user namespace.
+	const userIPC = unix.CLONE_NEWUSER | unix.CLONE_NEWIPC
+	if err := try(userIPC); err != nil {
+		return false, false, false, fmt.Sprintf("user namespaces unavailable: %v", err)
+	}
+	pidErr := try(userIPC | unix.CLONE_NEWPID)
+	netErr := try(userIPC | unix.CLONE_NEWNET)
+	return true, pidErr == nil, netErr == nil, fmt.Sprintf("%s; pid: %v; net: %v", mappingDetail(), pidErr, netErr)
+}
+
+func mappingDetail() string {
+	uid, gid := childIDs()
+	return fmt.Sprintf("uid %d and gid %d inside map to themselves outside", uid, gid)
+}
+
+// childIDs are the uid and gid a spoke runs as: nobody when the hub is root,
+// else the hub's own (an unprivileged process can map only itself).
+func childIDs() (uid, gid int) {
+	if os.Geteuid() == 0 {
+		return nobody, nobody
+	}
+	return os.Geteuid(), os.Getegid()
+}
+
+// setNamespaces asks for the namespaces in flags with a one-id mapping of
+// childIDs to itself. Mapping the spoke's id to itself, not to root inside,
+// means the spoke holds no capability even inside its namespace once it has
+// executed (a non-root uid loses all capabilities on execve).
+func setNamespaces(attr *syscall.SysProcAttr, flags uintptr) {
+	uid, gid := childIDs()
+	attr.Cloneflags = flags
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	if os.Geteuid() == 0 {
+		// Root may allow setgroups, so the spoke drops root's groups.
+		attr.GidMappingsEnableSetgroups = true
+		attr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
+	}
+}
+
+// childEnv is the whole environment of a spoke, which Enter clears again:
+// one glibc tunable, read at start, that keeps glibc to one malloc arena, so
+// the address space a spoke needs does not grow with the machine's cores
+// (each arena reserves 64 MiB, up to 8 per core). No secret, no PATH.
+func childEnv() []string {
+	return []string{"GLIBC_TUNABLES=glibc.malloc.arena_max=1"}
+}
+
+// Prepare sets up cmd to start a spoke under policy p. It owns
+// cmd.SysProcAttr, cmd.Env and cmd.Dir:
+//
+//   - Env is childEnv (never nil, which would inherit the hub's environment,
+//     which may hold secrets);
+//   - Dir is p.Scratch, or "/" without one;
+//   - SysProcAttr puts the spoke in its own process group (the hub kills
+//     the group), sends it SIGKILL when the thread that started it dies,
+//     runs it as uid/gid 65534 when the hub is root, and when p.Namespaces
+//     and Probe allow it, in new user, PID, network and IPC namespaces with
+//     its id mapped to itself;
+//   - p.Scratch is created (0700) and, when the hub is root, given to 65534.
+//
+// Prepare fails closed: if Probe finds a protection p needs missing (see
+// Check), it returns a *MissingError and cmd must not be started.
+//
+// Pdeathsig fires when the OS thread that started the child exits, not the
+// process: call cmd.Start from a goroutine locked to its thread for the
+// child's lifetime, or kill the child explicitly when the hub stops.
+func Prepare(cmd *exec.Cmd, p Policy) error {
+	caps := capabilities()
+	if err := caps.Check(p); err != nil {
+		return err
+	}
+	uid, gid := childIDs()
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if p.Namespaces && caps.UserNS {
+		flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWIPC)
+		if caps.PIDNS {
+			flags |= unix.CLONE_NEWPID
+		}
+		if caps.NetNS {
+			flags |= unix.CLONE_NEWNET
+		}
+		setNamespaces(attr, flags)
+	} else if os.Geteuid() == 0 {
+		attr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
+	}
+	cmd.SysProcAttr = attr
+	cmd.Env = childEnv()
+	cmd.Dir = "/"
+	if p.Scratch != "" {
+		if err := prepareScratch(p.Scratch, uid, gid); err != nil {
+			return err
+		}
+		cmd.Dir = p.Scratch
+	}
+	if attr.Credential != nil {
+		// The spoke runs as another uid than the hub: say now, not in
+		// the child, if it could not reach its binary or directories.
+		for _, path := range []string{cmd.Path, p.Scratch, p.ExecPath} {
+			if path == "" {
+				continue
+			}
+			if err := checkReachableBy(path, uid, gid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// prepareScratch makes dir a directory that only the spoke's uid can use.
+// An existing symlink is refused: Landlock would follow it.
+func prepareScratch(dir string, uid, gid int) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("failed to create scratch: %w", err)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("failed to stat scratch: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%w: scratch %s is not a directory", ErrInvalidPolicy, dir)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Lchown(dir, uid, gid); err != nil {
+			return fmt.Errorf("failed to chown scratch: %w", err)
+		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("failed to chmod scratch: %w", err)
+	}
+	return nil
+}
+
+// checkReachableBy reports a clear error when uid could not execute the
+// file (or enter the directory) at path, as happens when the hub runs as
+// root from a directory only root may enter. Through /proc/self/exe (a magic
+// link) only the file's own mode matters; through a path every directory
+// above it must be searchable too.
+func checkReachableBy(path string, uid, gid int) error {
+	viaLink := path == "/proc/self/exe"
+	if viaLink {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("failed to resolve own executable: %w", err)
+		}
+		path = exe
+	}
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("failed to resolve %s: %w", path, err)
+	}
+	for p := resolved; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("failed to stat %s: %w", p, err)
+		}
+		if !mayExecute(st, uid, gid) {
+			return fmt.Errorf("%w: uid %d cannot reach %s: %s is not searchable/executable by it",
+				ErrInvalidPolicy, uid, resolved, p)
+		}
+		if viaLink || p == "/" {
+			return nil
+		}
+	}
+}
+
+func mayExecute(st fs.FileInfo, uid, gid int) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	mode := st.Mode().Perm()
+	switch {
+	case int(sys.Uid) == uid:
+		return mode&0o100 != 0
+	case int(sys.Gid) == gid:
+		return mode&0o010 != 0
+	default:
+		return mode&0o001 != 0
+	}
+}

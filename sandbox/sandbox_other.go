@@ -1,0 +1,56 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+)
+
+// unsupported explains why nothing can be enforced on this system.
+var unsupported = fmt.Sprintf("not supported on %s: seccomp, Landlock and namespaces are Linux only", runtime.GOOS)
+
+// Probe reports that nothing is available.
+func Probe() Capabilities {
+	return Capabilities{SeccompDetail: unsupported, LandlockDetail: unsupported, NSDetail: unsupported}
+}
+
+// Prepare fails closed unless p.AllowWeaker; then it only empties the
+// child's environment and sets its working directory.
+func Prepare(cmd *exec.Cmd, p Policy) error {
+	if err := Probe().Check(p); err != nil {
+		return err
+	}
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	if p.Scratch != "" {
+		if err := os.MkdirAll(p.Scratch, 0o700); err != nil {
+			return fmt.Errorf("failed to create scratch: %w", err)
+		}
+		cmd.Dir = p.Scratch
+	}
+	return nil
+}
+
+// Enter fails closed unless p.AllowWeaker; then it clears the environment,
+// the one thing it can do here, and reports every other protection off.
+func Enter(p Policy) (Report, error) {
+	var rep Report
+	if err := Probe().Check(p); err != nil {
+		return rep, err
+	}
+	n := len(os.Environ())
+	os.Clearenv()
+	rep.add("environment", true, fmt.Sprintf("cleared %d variables", n))
+	for _, name := range []string{"file descriptors", "rlimits", "no_new_privs", "landlock", "seccomp"} {
+		rep.add(name, false, "weaker sandbox allowed: "+unsupported)
+	}
+	return rep, nil
+}
+
+// Exec is not supported: without Landlock nothing would restrict what runs.
+func Exec(p Policy, argv, env []string) error {
+	return fmt.Errorf("%w: %s", ErrWrongProfile, unsupported)
+}

@@ -1,0 +1,417 @@
+//go:build linux
+
+package sbxtest
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/secgpt/secgpt/sandbox"
+)
+
+// NoEnter in place of the policy argument runs the attempt without Enter,
+// for the unsandboxed baseline of the benchmarks.
+const NoEnter = "-"
+
+// iscFD is the connected socket a spoke gets from its parent.
+const iscFD = 3
+
+// attempt does one thing after (or around) Enter. enter applies the
+// sandbox; most attempts call it first.
+type attempt func(enter func() error, p sandbox.Policy, args []string) (detail string, err error)
+
+// errEnter marks an error of Enter itself, not of the attempt.
+type errEnter struct{ err error }
+
+func (e errEnter) Error() string { return e.err.Error() }
+
+// attempts is the child's catalog, by name.
+var attempts = map[string]attempt{
+	"ready":         ready,
+	"read":          entered(func(a []string) (string, error) { b, err := os.ReadFile(a[0]); return strconv.Itoa(len(b)), err }),
+	"write":         entered(func(a []string) (string, error) { return "", os.WriteFile(a[0], []byte("x"), 0o600) }),
+	"socket":        entered(socket),
+	"unix_connect":  entered(unixConnect),
+	"unix_sendto":   entered(unixSendto),
+	"fork_exec":     entered(forkExec),
+	"exec":          execDeclared,
+	"clone_process": entered(cloneProcess),
+	"ptrace_attach": entered(func(a []string) (string, error) { return "", unix.PtraceAttach(atoi(a[0])) }),
+	"mmap":          entered(mmap),
+	"alloc":         entered(alloc),
+	"spin":          entered(spin),
+	"write_size":    entered(writeSize),
+	"open_many":     entered(openMany),
+	"keyctl":        entered(rawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, 0)),
+	"bpf":           entered(rawSyscall(unix.SYS_BPF, unix.BPF_MAP_CREATE, 0)),
+	"mount":         entered(func([]string) (string, error) { return "", unix.Mount("none", "/mnt", "tmpfs", 0, "") }),
+	"unshare":       entered(func([]string) (string, error) { return "", unix.Unshare(unix.CLONE_NEWNS) }),
+	"threads":       threads,
+	"env":           entered(env),
+	"fds":           fds,
+	"workload":      entered(workload),
+	"ids":           ids,
+	"enter_time":    enterTime,
+}
+
+// Main is the child program: args are the encoded policy (or NoEnter), the
+// attempt and its arguments. It writes one Result as JSON on stdout and
+// returns the exit code.
+func Main() int {
+	if len(os.Args) < 3 {
+		fmt.Fprintln(os.Stderr, "usage: sbxchild <policy|-> <attempt> [args...]")
+		return 2
+	}
+	try, ok := attempts[os.Args[2]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unknown attempt %q\n", os.Args[2])
+		return 2
+	}
+	var res Result
+	var p sandbox.Policy
+	enter := func() error { return nil }
+	if os.Args[1] != NoEnter {
+		var err error
+		if p, err = sandbox.DecodePolicy(os.Args[1]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		enter = func() error {
+			rep, err := sandbox.Enter(p)
+			res.Report = rep
+			if err != nil {
+				return errEnter{err}
+			}
+			return nil
+		}
+	}
+	detail, err := try(enter, p, os.Args[3:])
+	res.Detail = detail
+	var ee errEnter
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &ee):
+		res.EnterError = ee.Error()
+	case errors.As(err, &errno):
+		res.Error, res.Errno = err.Error(), unix.ErrnoName(errno)
+	case err != nil:
+		res.Error = err.Error()
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		return 1
+	}
+	if res.EnterError != "" {
+		return 3
+	}
+	return 0
+}
+
+// entered runs f after Enter.
+func entered(f func(args []string) (string, error)) attempt {
+	return func(enter func() error, _ sandbox.Policy, args []string) (string, error) {
+		if err := enter(); err != nil {
+			return "", err
+		}
+		return f(args)
+	}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// ids reports the uid and gid the child runs as (read before Enter: the
+// filter does not allow getuid).
+func ids(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
+	detail := fmt.Sprintf("%d %d", os.Getuid(), os.Getgid())
+	return detail, enter()
+}
+
+// enterTime reports how long Enter took, in nanoseconds.
+func enterTime(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
+	start := time.Now()
+	err := enter()
+	return strconv.FormatInt(int64(time.Since(start)), 10), err
+}
+
+// ready is what a spoke does at start: Enter, then one byte on fd 3.
+func ready(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
+	if err := enter(); err != nil {
+		return "", err
+	}
+	_, err := unix.Write(iscFD, []byte{1})
+	return "", err
+}
+
+func socket(a []string) (string, error) {
+	fd, err := unix.Socket(atoi(a[0]), atoi(a[1]), 0)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return "", err
+}
+
+func unixConnect(a []string) (string, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return "socket", err
+	}
+	defer unix.Close(fd)
+	return "connect", unix.Connect(fd, &unix.SockaddrUnix{Name: a[0]})
+}
+
+func unixSendto(a []string) (string, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		return "socket", err
+	}
+	defer unix.Close(fd)
+	return "sendto", unix.Sendto(fd, []byte("x"), 0, &unix.SockaddrUnix{Name: a[0]})
+}
+
+func forkExec([]string) (string, error) {
+	pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{})
+	if err == nil {
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, 0, nil)
+	}
+	return "", err
+}
+
+// execDeclared execs args (ExecPath first) through sandbox.Exec; outside
+// the exec profile it tries /bin/true directly.
+func execDeclared(enter func() error, p sandbox.Policy, args []string) (string, error) {
+	if err := enter(); err != nil {
+		return "", err
+	}
+	if p.Profile != sandbox.ProfileExec {
+		return "execve", syscall.Exec("/bin/true", []string{"true"}, nil)
+	}
+	return "exec", sandbox.Exec(p, args, []string{})
+}
+
+// cloneProcess asks for a new process (no CLONE_THREAD). If the filter let
+// it through, the copy exits at once without touching the Go runtime.
+func cloneProcess([]string) (string, error) {
+	r, _, errno := syscall.RawSyscall6(unix.SYS_CLONE, uintptr(unix.SIGCHLD), 0, 0, 0, 0, 0)
+	if errno != 0 {
+		return "", errno
+	}
+	if r == 0 {
+		syscall.RawSyscall(unix.SYS_EXIT_GROUP, 0, 0, 0)
+	}
+	var ws syscall.WaitStatus
+	syscall.Wait4(int(r), &ws, 0, nil)
+	return "cloned", nil
+}
+
+func mmap(a []string) (string, error) {
+	b, err := syscall.Mmap(-1, 0, atoi(a[0]), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err == nil {
+		syscall.Munmap(b)
+	}
+	return "", err
+}
+
+// alloc allocates and touches the given number of bytes through the Go
+// heap; past RLIMIT_AS the runtime dies with "out of memory".
+func alloc(a []string) (string, error) {
+	b := make([]byte, atoi(a[0]))
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	return strconv.Itoa(len(b)), nil
+}
+
+func spin([]string) (string, error) {
+	for x := 0; ; x++ {
+		if x < 0 {
+			return "", nil
+		}
+	}
+}
+
+func writeSize(a []string) (string, error) {
+	f, err := os.Create(a[0])
+	if err != nil {
+		return "create", err
+	}
+	defer f.Close()
+	n, err := f.Write(make([]byte, atoi(a[1])))
+	return strconv.Itoa(n), err
+}
+
+// openMany opens unix sockets until it fails; Detail is the highest fd it
+// got.
+func openMany(a []string) (string, error) {
+	highest := 0
+	for range atoi(a[0]) {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return strconv.Itoa(highest), err
+		}
+		highest = max(highest, fd)
+	}
+	return strconv.Itoa(highest), nil
+}
+
+func rawSyscall(nr, a0, a1 uintptr) func([]string) (string, error) {
+	return func([]string) (string, error) {
+		_, _, errno := syscall.Syscall(nr, a0, a1, 0)
+		if errno != 0 {
+			return "", errno
+		}
+		return "", nil
+	}
+}
+
+// threads checks that the sandbox covers threads that existed before
+// Enter (seccomp TSYNC, Landlock on every thread) and that the runtime keeps
+// working under it: 50 goroutines locked to their own threads before Enter
+// each try a denied socket and a denied file; then 10 threads are created
+// under the filter (clone3 gets ENOSYS, glibc falls back to clone) and 50
+// goroutines make syscalls, sleep and allocate.
+func threads(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
+	const n = 50
+	start := make(chan struct{})
+	errs := make(chan error, 2*n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			// Never unlocked: the thread exits with the goroutine, so
+			// the threads below must be created under the filter.
+			runtime.LockOSThread()
+			<-start
+			if fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0); err != unix.EPERM {
+				unix.Close(fd)
+				errs <- fmt.Errorf("pre-Enter thread %d (tid %d): socket(AF_INET) = %v, want EPERM", i, unix.Gettid(), err)
+			}
+			if _, err := os.ReadFile("/etc/hostname"); !errors.Is(err, unix.EACCES) {
+				errs <- fmt.Errorf("pre-Enter thread %d (tid %d): read /etc/hostname = %v, want EACCES", i, unix.Gettid(), err)
+			}
+		})
+	}
+	if err := enter(); err != nil {
+		close(start)
+		wg.Wait()
+		return "", err
+	}
+	close(start)
+	// Threads created under the filter: goroutines locked to threads and
+	// blocked in a raw sleep force the runtime to clone new ones.
+	for range n / 5 {
+		wg.Go(func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			ts := unix.NsecToTimespec(int64(20 * time.Millisecond))
+			if err := unix.Nanosleep(&ts, nil); err != nil {
+				errs <- err
+			}
+		})
+	}
+	for range n {
+		wg.Go(func() {
+			for range 20 {
+				_ = unix.Getpid()
+				time.Sleep(100 * time.Microsecond)
+				b := make([]byte, 64<<10)
+				if _, err := rand.Read(b); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	runtime.GC()
+	close(errs)
+	if err := <-errs; err != nil {
+		return "", err
+	}
+	return strconv.Itoa(runtime.NumGoroutine()), nil
+}
+
+func env([]string) (string, error) {
+	if e := os.Environ(); len(e) != 0 {
+		return fmt.Sprint(e), fmt.Errorf("environment not empty: %d variables", len(e))
+	}
+	return "", nil
+}
+
+// fds lists the open descriptors below 64 and whether each is
+// close-on-exec, before and after Enter: "fd:cloexec ... | fd:cloexec ...".
+func fds(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
+	list := func() string {
+		out := ""
+		for fd := range 64 {
+			flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+			if err == nil {
+				out += fmt.Sprintf("%d:%d ", fd, flags&unix.FD_CLOEXEC)
+			}
+		}
+		return out
+	}
+	before := list()
+	err := enter()
+	return before + "| " + list(), err
+}
+
+// workload is what a spoke does, to show the allowlist is enough: JSON
+// frames over fd 3, goroutines, timers, GC, files in scratch.
+func workload(args []string) (string, error) {
+	isc := os.NewFile(iscFD, "isc")
+	enc, dec := json.NewEncoder(isc), json.NewDecoder(isc)
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			t := time.NewTimer(time.Duration(i) * time.Millisecond)
+			<-t.C
+			_ = make([]byte, 1<<20)
+		})
+	}
+	wg.Wait()
+	runtime.GC()
+	if err := enc.Encode(map[string]any{"kind": "ready", "now": time.Now().Format(time.RFC3339Nano)}); err != nil {
+		return "encode", err
+	}
+	var reply map[string]any
+	if err := dec.Decode(&reply); err != nil {
+		return "decode", err
+	}
+	if len(args) > 0 {
+		dir := args[0]
+		sub := filepath.Join(dir, "sub")
+		if err := os.MkdirAll(sub, 0o700); err != nil {
+			return "mkdir", err
+		}
+		path := filepath.Join(sub, "a.json")
+		if err := os.WriteFile(path, []byte(`{"x":1}`), 0o600); err != nil {
+			return "write", err
+		}
+		if err := os.Rename(path, filepath.Join(sub, "b.json")); err != nil {
+			return "rename", err
+		}
+		if _, err := os.ReadDir(sub); err != nil {
+			return "readdir", err
+		}
+		if _, err := os.ReadFile(filepath.Join(sub, "b.json")); err != nil {
+			return "read", err
+		}
+		if err := os.RemoveAll(sub); err != nil {
+			return "remove", err
+		}
+	}
+	<-time.After(5 * time.Millisecond)
+	return fmt.Sprint(reply["kind"]), enc.Encode(map[string]any{"kind": "result"})
+}

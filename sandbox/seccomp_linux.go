@@ -1,0 +1,138 @@
+//go:build linux && cgo
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+
+	seccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/sys/unix"
+)
+
+// minSeccompAPI is the libseccomp API level this package needs: 2 for
+// SECCOMP_FILTER_FLAG_TSYNC (without it the filter would cover only the
+// calling thread, and libseccomp-golang would silently load it so) and 3 for
+// SECCOMP_RET_KILL_PROCESS.
+const minSeccompAPI = 3
+
+// defaultAction is what the filter does for a syscall no rule allows.
+var defaultAction = seccomp.ActErrno.SetReturnCode(int16(unix.EPERM))
+
+// seccompSupport reports whether this build and kernel can load the filter.
+func seccompSupport() (bool, string) {
+	major, minor, micro := seccomp.GetLibraryVersion()
+	lib := fmt.Sprintf("libseccomp %d.%d.%d", major, minor, micro)
+	api, err := seccomp.GetAPI()
+	if err != nil {
+		return false, fmt.Sprintf("%s: %v", lib, err)
+	}
+	if api < minSeccompAPI {
+		return false, fmt.Sprintf("%s: kernel API level %d, need %d (thread sync and kill-process)", lib, api, minSeccompAPI)
+	}
+	return true, fmt.Sprintf("%s, API level %d", lib, api)
+}
+
+// installSeccomp loads the filter of profile p into every thread of the
+// process (TSYNC). It must run last in Enter: after it, even Landlock could
+// no longer be set up.
+func installSeccomp(p Profile) (string, error) {
+	if ok, detail := seccompSupport(); !ok {
+		return "", errors.New(detail)
+	}
+	filter, n, err := buildFilter(p, unix.Getpid(), defaultAction)
+	if err != nil {
+		return "", err
+	}
+	defer filter.Release()
+	if err := filter.Load(); err != nil {
+		return "", fmt.Errorf("failed to load seccomp filter: %w", err)
+	}
+	return fmt.Sprintf("%d rules, default EPERM, other architectures killed", n), nil
+}
+
+// buildFilter turns the table into a libseccomp filter for profile p. pid
+// replaces selfPID in conditions. It returns the number of rules added.
+func buildFilter(p Profile, pid int, def seccomp.ScmpAction) (*seccomp.ScmpFilter, int, error) {
+	filter, err := seccomp.NewFilter(def)
+	if err != nil {
+		return nil, 0, fmt.Errorf("failed to create seccomp filter: %w", err)
+	}
+	// x32 and i386 system calls take other numbers: kill them rather than
+	// let a second table through.
+	if err := filter.SetBadArchAction(seccomp.ActKillProcess); err != nil {
+		filter.Release()
+		return nil, 0, fmt.Errorf("failed to set seccomp bad-arch action: %w", err)
+	}
+	n := 0
+	for _, r := range tableFor(p) {
+		if err := addRule(filter, r, pid); err != nil {
+			filter.Release()
+			return nil, 0, err
+		}
+		n++
+	}
+	return filter, n, nil
+}
+
+// tableFor returns the rules of the table that apply in profile p.
+func tableFor(p Profile) []rule {
+	var out []rule
+	for _, table := range [][]rule{genericRules, archRules} {
+		for _, r := range table {
+			if r.Profiles.has(p) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+func addRule(filter *seccomp.ScmpFilter, r rule, pid int) error {
+	call, err := seccomp.GetSyscallFromName(r.Name)
+	if err != nil {
+		return fmt.Errorf("failed to resolve syscall %s: %w", r.Name, err)
+	}
+	var act seccomp.ScmpAction
+	switch r.Action {
+	case actAllow:
+		act = seccomp.ActAllow
+	case actKill:
+		act = seccomp.ActKillProcess
+	case actENOSYS:
+		act = seccomp.ActErrno.SetReturnCode(int16(unix.ENOSYS))
+	default:
+		return fmt.Errorf("seccomp rule %s: unknown action %d", r.Name, r.Action)
+	}
+	if len(r.When) == 0 {
+		if err := filter.AddRule(call, act); err != nil {
+			return fmt.Errorf("failed to add seccomp rule %s: %w", r.Name, err)
+		}
+		return nil
+	}
+	conds := make([]seccomp.ScmpCondition, 0, len(r.When))
+	for _, c := range r.When {
+		value := c.Value
+		if value == selfPID {
+			value = uint64(pid)
+		}
+		var sc seccomp.ScmpCondition
+		switch c.Op {
+		case opEq:
+			sc, err = seccomp.MakeCondition(c.Arg, seccomp.CompareEqual, value)
+		case opMaskedEq:
+			// libseccomp's masked-equal takes the mask first.
+			sc, err = seccomp.MakeCondition(c.Arg, seccomp.CompareMaskedEqual, c.Mask, value)
+		default:
+			err = fmt.Errorf("unknown comparison %d", c.Op)
+		}
+		if err != nil {
+			return fmt.Errorf("failed to make seccomp condition for %s: %w", r.Name, err)
+		}
+		conds = append(conds, sc)
+	}
+	if err := filter.AddRuleConditional(call, act, conds); err != nil {
+		return fmt.Errorf("failed to add seccomp rule %s: %w", r.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+//go:build linux && cgo
+
+package sandbox
+
+import (
+	"encoding/binary"
+	"os"
+	"testing"
+
+	seccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// Seccomp return values (linux/seccomp.h).
+const (
+	retAllow       = 0x7fff0000
+	retKillProcess = 0x80000000
+	retEPERM       = 0x00050000 | uint32(unix.EPERM)
+	retENOSYS      = 0x00050000 | uint32(unix.ENOSYS)
+)
+
+const auditArchI386 = 0x40000003
+
+// testPID stands for the spoke's own PID in the compiled filter.
+const testPID = 4242
+
+// compiled is one profile's filter as libseccomp compiles it, run in
+// process by a classic-BPF interpreter: no kernel, no irreversible load.
+type compiled struct {
+	vm   *bpf.VM
+	arch uint32
+}
+
+func compile(t *testing.T, p Profile) compiled {
+	t.Helper()
+	filter, _, err := buildFilter(p, testPID, defaultAction)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filter.Release()
+	// ExportBPFMem needs libseccomp 2.6; Debian 12 has 2.5.4.
+	f, err := os.CreateTemp(t.TempDir(), "filter.bpf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := filter.ExportBPF(f); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := make([]bpf.Instruction, 0, len(raw)/8)
+	for i := 0; i+8 <= len(raw); i += 8 {
+		ins := bpf.RawInstruction{
+			Op: binary.NativeEndian.Uint16(raw[i:]),
+			Jt: raw[i+2],
+			Jf: raw[i+3],
+			K:  binary.NativeEndian.Uint32(raw[i+4:]),
+		}
+		prog = append(prog, ins.Disassemble())
+	}
+	vm, err := bpf.NewVM(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch, err := seccomp.GetNativeArch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	native := map[seccomp.ScmpArch]uint32{seccomp.ArchAMD64: 0xc000003e, seccomp.ArchARM64: 0xc00000b7}[arch]
+	if native == 0 {
+		t.Skipf("no audit arch value for %v in this test", arch)
+	}
+	return compiled{vm: vm, arch: native}
+}
+
+// run evaluates the filter on one call. The interpreter loads 32-bit words
+// big-endian, so each word of struct seccomp_data is stored big-endian at
+// the offset the kernel's (little-endian) layout gives it.
+func (c compiled) run(t *testing.T, arch uint32, nr int, args ...uint64) uint32 {
+	t.Helper()
+	data := make([]byte, 64)
+	binary.BigEndian.PutUint32(data[0:], uint32(nr))
+	binary.BigEndian.PutUint32(data[4:], arch)
+	for i, a := range args {
+		binary.BigEndian.PutUint32(data[16+8*i:], uint32(a))
+		binary.BigEndian.PutUint32(data[20+8*i:], uint32(a>>32))
+	}
+	ret, err := c.vm.Run(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint32(ret)
+}
+
+func (c compiled) call(t *testing.T, name string, args ...uint64) uint32 {
+	t.Helper()
+	nr, err := seccomp.GetSyscallFromName(name)
+	if err != nil {
+		t.Fatalf("resolve %s: %v", name, err)
+	}
+	return c.run(t, c.arch, int(nr), args...)
+}
+
+func wantRet(a action) uint32 {
+	return map[action]uint32{actAllow: retAllow, actKill: retKillProcess, actENOSYS: retENOSYS}[a]
+}
+
+// TestRuleTable checks every entry of the table against the compiled
+// filter: a call that meets the rule's conditions gets the rule's action,
+// and a call that breaks a condition gets EPERM.
+func TestRuleTable(t *testing.T) {
+	for _, p := range []Profile{ProfileStrict, ProfileExec} {
+		t.Run(string(p), func(t *testing.T) {
+			c := compile(t, p)
+			actions := map[string]action{}
+			for _, r := range tableFor(p) {
+				if r.Reason == "" {
+					t.Errorf("rule %s has no reason", r.Name)
+				}
+				// One action per syscall, so that OR-ed rules cannot
+				// shadow one another.
+				if a, ok := actions[r.Name]; ok && a != r.Action {
+					t.Errorf("rule %s: two actions in profile %s", r.Name, p)
+				}
+				actions[r.Name] = r.Action
+				args := make([]uint64, 6)
+				for _, cd := range r.When {
+					args[cd.Arg] = resolve(cd.Value)
+				}
+				if got, want := c.call(t, r.Name, args...), wantRet(r.Action); got != want {
+					t.Errorf("%s%v: got %#x, want %#x (%s)", r.Name, args, got, want, r.Reason)
+				}
+				for _, cd := range r.When {
+					broken := append([]uint64(nil), args...)
+					switch cd.Op {
+					case opEq:
+						broken[cd.Arg] = resolve(cd.Value) + 1
+					case opMaskedEq:
+						broken[cd.Arg] = cd.Value ^ (cd.Mask & -cd.Mask)
+					}
+					if got := c.call(t, r.Name, broken...); got != retEPERM {
+						t.Errorf("%s%v breaking a condition: got %#x, want EPERM", r.Name, broken, got)
+					}
+				}
+			}
+		})
+	}
+}
+
+func resolve(v uint64) uint64 {
+	if v == selfPID {
+		return testPID
+	}
+	return v
+}
+
+// TestFilterDenies lists calls a spoke must never make, beyond what the
+// table says: each must be denied as shown.
+func TestFilterDenies(t *testing.T) {
+	other := uint64(testPID + 1)
+	tests := []struct {
+		name     string
+		syscall  string
+		args     []uint64
+		profiles []Profile
+		want     uint32
+	}{
+		{"IPv4 socket", "socket", []uint64{unix.AF_INET, unix.SOCK_STREAM}, both, retEPERM},
+		{"IPv6 socket", "socket", []uint64{unix.AF_INET6, unix.SOCK_DGRAM}, both, retEPERM},
+		{"netlink socket", "socket", []uint64{unix.AF_NETLINK, unix.SOCK_RAW}, both, retEPERM},
+		{"packet socket", "socket", []uint64{unix.AF_PACKET, unix.SOCK_RAW}, both, retEPERM},
+		{"vsock socket", "socket", []uint64{unix.AF_VSOCK, unix.SOCK_STREAM}, both, retEPERM},
+		{"connect", "connect", nil, both, retEPERM},
+		{"bind", "bind", nil, both, retEPERM},
+		{"listen", "listen", nil, both, retEPERM},
+		{"accept4", "accept4", nil, both, retEPERM},
+		{"sendto an address", "sendto", nil, both, retEPERM},
+		{"sendmsg", "sendmsg", nil, both, retEPERM},
+		{"fork", "fork", nil, both, retEPERM},
+		{"vfork", "vfork", nil, both, retEPERM},
+		{"clone a process", "clone", []uint64{uint64(unix.SIGCHLD)}, both, retEPERM},
+		{"clone vfork", "clone", []uint64{unix.CLONE_VM | unix.CLONE_VFORK | uint64(unix.SIGCHLD)}, both, retEPERM},
+		{"clone a thread in a new user namespace", "clone", []uint64{unix.CLONE_THREAD | unix.CLONE_NEWUSER}, both, retEPERM},
+		{"clone a thread in a new network namespace", "clone", []uint64{unix.CLONE_THREAD | unix.CLONE_NEWNET}, both, retEPERM},
+		{"clone3", "clone3", nil, both, retENOSYS},
+		{"execve in strict", "execve", nil, []Profile{ProfileStrict}, retEPERM},
+		{"execveat", "execveat", nil, both, retEPERM},
+		{"executable mmap in strict", "mmap", []uint64{0, 4096, unix.PROT_READ | unix.PROT_EXEC}, []Profile{ProfileStrict}, retEPERM},
+		{"executable mprotect in strict", "mprotect", []uint64{0, 4096, unix.PROT_EXEC}, []Profile{ProfileStrict}, retEPERM},
+		{"kill another process", "kill", []uint64{other, 9}, both, retEPERM},
+		{"kill a process group", "kill", []uint64{0, 9}, both, retEPERM},
+		{"tgkill another process", "tgkill", []uint64{other, other, 9}, both, retEPERM},
+		{"tkill", "tkill", nil, both, retEPERM},
+		{"pidfd_send_signal", "pidfd_send_signal", nil, both, retEPERM},
+		{"raise a limit", "prlimit64", []uint64{0, unix.RLIMIT_NOFILE, 0x1000}, both, retEPERM},
+		{"setrlimit", "setrlimit", nil, both, retEPERM},
+		{"setuid", "setuid", nil, both, retEPERM},
+		{"prctl", "prctl", []uint64{unix.PR_SET_DUMPABLE, 1}, both, retEPERM},
+		{"seccomp", "seccomp", nil, both, retEPERM},
+		{"landlock_restrict_self", "landlock_restrict_self", nil, both, retEPERM},
+		{"ioctl", "ioctl", []uint64{0, unix.TIOCSTI}, both, retEPERM},
+		{"memfd_create", "memfd_create", nil, both, retEPERM},
+		{"truncate by path", "truncate", nil, both, retEPERM},
+		{"symlinkat", "symlinkat", nil, both, retEPERM},
+		{"linkat", "linkat", nil, both, retEPERM},
+		{"mknodat", "mknodat", nil, both, retEPERM},
+		{"chmod", "fchmodat", nil, both, retEPERM},
+		{"chown", "fchownat", nil, both, retEPERM},
+		{"shmget", "shmget", nil, both, retEPERM},
+		{"ptrace", "ptrace", nil, both, retKillProcess},
+		{"process_vm_readv", "process_vm_readv", nil, both, retKillProcess},
+		{"mount", "mount", nil, both, retKillProcess},
+		{"unshare", "unshare", nil, both, retKillProcess},
+		{"setns", "setns", nil, both, retKillProcess},
+		{"bpf", "bpf", nil, both, retKillProcess},
+		{"keyctl", "keyctl", nil, both, retKillProcess},
+		{"perf_event_open", "perf_event_open", nil, both, retKillProcess},
+		{"userfaultfd", "userfaultfd", nil, both, retKillProcess},
+		{"io_uring_setup", "io_uring_setup", nil, both, retENOSYS},
+	}
+	for _, p := range []Profile{ProfileStrict, ProfileExec} {
+		c := compile(t, p)
+		for _, tt := range tests {
+			if !contains(tt.profiles, p) {
+				continue
+			}
+			t.Run(string(p)+"/"+tt.name, func(t *testing.T) {
+				if got := c.call(t, tt.syscall, tt.args...); got != tt.want {
+					t.Fatalf("%s%v: got %#x, want %#x", tt.syscall, tt.args, got, tt.want)
+				}
+			})
+		}
+		t.Run(string(p)+"/other architecture", func(t *testing.T) {
+			// execve is 11 in the i386 table that int 0x80 reaches.
+			if got := c.run(t, auditArchI386, 11); got != retKillProcess {
+				t.Fatalf("i386 execve: got %#x, want kill", got)
+			}
+		})
+		t.Run(string(p)+"/x32 syscall numbers", func(t *testing.T) {
+			nr, err := seccomp.GetSyscallFromName("getpid")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.run(t, c.arch, int(nr)|0x40000000); got == retAllow {
+				t.Fatalf("x32 getpid: allowed, want denied")
+			}
+		})
+	}
+}
+
+var both = []Profile{ProfileStrict, ProfileExec}
+
+func contains(ps []Profile, p Profile) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// TestStrictSmallerThanExec checks that the strict profile allows nothing
+// the exec profile does not.
+func TestStrictSmallerThanExec(t *testing.T) {
+	exec := map[string]bool{}
+	for _, r := range tableFor(ProfileExec) {
+		exec[r.Name] = true
+	}
+	for _, r := range tableFor(ProfileStrict) {
+		if r.Action == actAllow && !exec[r.Name] {
+			t.Errorf("%s is allowed in strict but not in exec", r.Name)
+		}
+	}
+}

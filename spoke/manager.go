@@ -1,0 +1,698 @@
+// Package spoke runs apps in isolated child processes ("spokes") and owns the
+// inter-spoke communication (ISC) protocol between them and the hub.
+//
+// The parent side (Manager) spawns the binary re-executed as a child, one
+// process per (user, app, session), supervises it, enforces deadlines and
+// frame limits, and kills it on any fault. The child side (ChildMain)
+// confines itself through package sandbox before it reads its first frame,
+// then runs steps: the app's functions, and its own model's turns, which it
+// can only obtain from the hub.
+//
+// This package never decides what a spoke may do: every request a child makes
+// is handed to the hub through Handler, and a child is known only by the
+// channel it speaks on. It must never give a child a secret, an inherited
+// file descriptor beyond fds 0–3, or the parent's environment.
+package spoke
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/sandbox"
+)
+
+// Key identifies a spoke process: one per (user, app, session). App is empty
+// for a vanilla spoke, which hosts no app.
+type Key struct {
+	User    string
+	App     string
+	Session string
+}
+
+func (k Key) appLabel() string {
+	if k.App == "" {
+		return "vanilla"
+	}
+	return k.App
+}
+
+// Handler serves the requests a spoke makes while it runs a step. The hub
+// implements it per step. An error is sent back to the spoke as a denial or
+// failure; it never ends the spoke. Calls are sequential for one step.
+type Handler interface {
+	Complete(ctx context.Context, req LLMRequest) (LLMReply, error)
+	Probe(ctx context.Context, p Probe) (ProbeReply, error)
+	CallApp(ctx context.Context, c AppCall) (AppCallReply, error)
+	HTTP(ctx context.Context, r HTTPRequest) (HTTPResponse, error)
+	AppendMemory(ctx context.Context, m MemoryAppend) error
+	Data(ctx context.Context, op DataOp) (DataReply, error)
+}
+
+// Info describes the process that ran a step.
+type Info struct {
+	PID int `json:"pid"`
+	// Cold is true when the process was started for this step.
+	Cold bool `json:"cold"`
+}
+
+// Failure is a spoke fault: the spoke was killed or could not run. Message
+// is fit for the user and names the app.
+type Failure struct {
+	App     string
+	Message string
+	Err     error
+}
+
+func (f *Failure) Error() string { return fmt.Sprintf("%s: %s: %v", f.App, f.Message, f.Err) }
+func (f *Failure) Unwrap() error { return f.Err }
+
+// Sentinel causes of a Failure.
+var (
+	// ErrDeadline: the spoke did not finish within its deadline and was killed.
+	ErrDeadline = errors.New("deadline exceeded")
+	// ErrCrashed: the spoke process died.
+	ErrCrashed = errors.New("spoke process died")
+	// ErrProtocol: the spoke broke the ISC protocol and was killed.
+	ErrProtocol = errors.New("protocol violation")
+	// ErrFlood: the spoke sent frames faster than allowed and was killed.
+	ErrFlood = errors.New("frame flood")
+	// ErrClosed: the manager is closed.
+	ErrClosed = errors.New("spoke manager closed")
+)
+
+// PolicyFunc returns the sandbox policy for a spoke.
+type PolicyFunc func(k Key) (sandbox.Policy, error)
+
+// Options configure a Manager. Zero values take the defaults noted.
+type Options struct {
+	// Binary is the executable re-executed as a spoke; default /proc/self/exe.
+	Binary string
+	// Policy gives each spoke its sandbox policy. Required.
+	Policy PolicyFunc
+	// MaxFrame bounds one ISC frame; default DefaultMaxFrame.
+	MaxFrame int
+	// StartTimeout bounds spawn to ready; default 5 s.
+	StartTimeout time.Duration
+	// IdleTimeout stops a spoke unused for this long; default 10 min.
+	IdleTimeout time.Duration
+	// MaxFramesPerSecond kills a spoke that sends more, averaged over a
+	// one-second window; default 500.
+	MaxFramesPerSecond int
+	// LogLevel is passed to children; default info.
+	LogLevel zerolog.Level
+	// Log receives the manager's and the children's logs.
+	Log zerolog.Logger
+}
+
+// Manager spawns and supervises spoke processes. It is safe for concurrent use.
+type Manager struct {
+	opts Options
+
+	mu       sync.Mutex
+	procs    map[Key]*process
+	starting map[Key]chan struct{}
+	closed   bool
+
+	stopReaper chan struct{}
+	reaperDone chan struct{}
+}
+
+// NewManager returns a Manager and starts its idle reaper.
+func NewManager(opts Options) (*Manager, error) {
+	if opts.Policy == nil {
+		return nil, errors.New("spoke manager needs a sandbox policy function")
+	}
+	if opts.Binary == "" {
+		opts.Binary = "/proc/self/exe"
+	}
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = DefaultMaxFrame
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 5 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 10 * time.Minute
+	}
+	if opts.MaxFramesPerSecond <= 0 {
+		opts.MaxFramesPerSecond = 500
+	}
+	if opts.LogLevel == zerolog.NoLevel {
+		opts.LogLevel = zerolog.InfoLevel
+	}
+	m := &Manager{
+		opts:       opts,
+		procs:      map[Key]*process{},
+		starting:   map[Key]chan struct{}{},
+		stopReaper: make(chan struct{}),
+		reaperDone: make(chan struct{}),
+	}
+	go m.reap()
+	return m, nil
+}
+
+// Run runs one step on the spoke for key, starting it if needed. Steps on
+// one spoke run one at a time. On a fault the spoke is killed and the error
+// is a *Failure; a later Run starts a fresh process.
+func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Result, Info, error) {
+	p, cold, err := m.get(ctx, key)
+	if err != nil {
+		return Result{}, Info{}, err
+	}
+	select {
+	case p.busy <- struct{}{}:
+	case <-ctx.Done():
+		return Result{}, Info{PID: p.pid}, m.failure(key, "did not start in time", ErrDeadline)
+	case <-p.dead:
+		return Result{}, Info{PID: p.pid}, m.failure(key, "stopped", p.deathCause())
+	}
+	defer func() { <-p.busy }()
+	info := Info{PID: p.pid, Cold: cold}
+	res, err := p.runStep(ctx, step, h)
+	p.touch()
+	if err != nil {
+		return Result{}, info, err
+	}
+	return res, info, nil
+}
+
+// StopUser stops every spoke of user (the user's session ended).
+func (m *Manager) StopUser(user string) {
+	m.mu.Lock()
+	var victims []*process
+	for k, p := range m.procs {
+		if k.User == user {
+			victims = append(victims, p)
+			delete(m.procs, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, p := range victims {
+		p.kill(errors.New("session ended"))
+	}
+}
+
+// PIDs returns the process IDs of the running spokes, for tests and status.
+func (m *Manager) PIDs() map[Key]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[Key]int{}
+	for k, p := range m.procs {
+		out[k] = p.pid
+	}
+	return out
+}
+
+// Close kills every spoke and stops the manager.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	procs := m.procs
+	m.procs = map[Key]*process{}
+	m.mu.Unlock()
+	close(m.stopReaper)
+	<-m.reaperDone
+	for _, p := range procs {
+		p.kill(ErrClosed)
+	}
+}
+
+func (m *Manager) failure(k Key, msg string, cause error) error {
+	return &Failure{App: k.appLabel(), Message: msg, Err: cause}
+}
+
+// get returns the live process for key, starting one if none runs. Only one
+// start per key is in flight at a time.
+func (m *Manager) get(ctx context.Context, key Key) (*process, bool, error) {
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, false, ErrClosed
+		}
+		if p, ok := m.procs[key]; ok {
+			if !p.gone() {
+				m.mu.Unlock()
+				return p, false, nil
+			}
+			delete(m.procs, key)
+		}
+		if wait, ok := m.starting[key]; ok {
+			m.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, false, m.failure(key, "did not start in time", ErrDeadline)
+			}
+		}
+		done := make(chan struct{})
+		m.starting[key] = done
+		m.mu.Unlock()
+
+		p, err := m.start(ctx, key)
+
+		m.mu.Lock()
+		delete(m.starting, key)
+		close(done)
+		if err == nil {
+			if m.closed {
+				m.mu.Unlock()
+				p.kill(ErrClosed)
+				return nil, false, ErrClosed
+			}
+			m.procs[key] = p
+		}
+		m.mu.Unlock()
+		return p, true, err
+	}
+}
+
+func (m *Manager) reap() {
+	defer close(m.reaperDone)
+	tick := time.NewTicker(m.opts.IdleTimeout / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stopReaper:
+			return
+		case <-tick.C:
+		}
+		m.mu.Lock()
+		var idle []*process
+		for k, p := range m.procs {
+			if p.idleFor() > m.opts.IdleTimeout {
+				idle = append(idle, p)
+				delete(m.procs, k)
+			}
+		}
+		m.mu.Unlock()
+		for _, p := range idle {
+			p.log.Debug().Msg("Stopping idle spoke")
+			p.kill(errors.New("idle"))
+		}
+	}
+}
+
+// start spawns a child and waits for its ready frame.
+func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
+	policy, err := m.opts.Policy(key)
+	if err != nil {
+		return nil, m.failure(key, "has no usable sandbox policy", err)
+	}
+	encoded, err := policy.Encode()
+	if err != nil {
+		return nil, m.failure(key, "has no usable sandbox policy", err)
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create ISC socket pair: %w", err)
+	}
+	parentFile := os.NewFile(uintptr(fds[0]), "isc-hub")
+	childFile := os.NewFile(uintptr(fds[1]), "isc-spoke")
+	conn, err := net.FileConn(parentFile)
+	parentFile.Close()
+	if err != nil {
+		childFile.Close()
+		return nil, fmt.Errorf("failed to open ISC channel: %w", err)
+	}
+
+	cmd := exec.Command(m.opts.Binary, ChildArg,
+		"--app", key.App,
+		"--policy", encoded,
+		"--max-frame", strconv.Itoa(m.opts.MaxFrame),
+		"--log-level", m.opts.LogLevel.String())
+	cmd.Args[0] = "secgpt-spoke"
+	cmd.ExtraFiles = []*os.File{childFile} // fd 3
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		conn.Close()
+		childFile.Close()
+		return nil, fmt.Errorf("failed to open spoke log pipe: %w", err)
+	}
+	if err := sandbox.Prepare(cmd, policy); err != nil {
+		conn.Close()
+		childFile.Close()
+		return nil, m.failure(key, "could not be sandboxed", err)
+	}
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		childFile.Close()
+		return nil, m.failure(key, "could not start", err)
+	}
+	childFile.Close()
+
+	p := &process{
+		key:      key,
+		cmd:      cmd,
+		pid:      cmd.Process.Pid,
+		conn:     conn,
+		enc:      NewEncoder(conn, m.opts.MaxFrame),
+		frames:   make(chan Frame, 16),
+		dead:     make(chan struct{}),
+		busy:     make(chan struct{}, 1),
+		maxRate:  m.opts.MaxFramesPerSecond,
+		lastUsed: time.Now(),
+	}
+	p.log = m.opts.Log.With().Str("user", key.User).Str("app", key.appLabel()).Int("spoke_pid", p.pid).Logger()
+	go p.forwardLogs(stderr)
+	go p.readFrames(NewHubDecoder(conn, m.opts.MaxFrame))
+	go p.wait()
+
+	startCtx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
+	defer cancel()
+	select {
+	case f, ok := <-p.frames:
+		if !ok {
+			p.kill(ErrCrashed)
+			return nil, m.failure(key, "exited before it was ready", p.deathCause())
+		}
+		var ready Ready
+		if f.Kind != KindReady || DecodeBody(f.Body, &ready) != nil {
+			p.kill(ErrProtocol)
+			return nil, m.failure(key, "sent a malformed first frame and was stopped", ErrProtocol)
+		}
+		p.log.Debug().Strs("sandbox", ready.Sandbox).Msg("Spoke ready")
+		return p, nil
+	case <-startCtx.Done():
+		p.kill(ErrDeadline)
+		return nil, m.failure(key, "did not start in time and was stopped", ErrDeadline)
+	}
+}
+
+// process is one running spoke child.
+type process struct {
+	key    Key
+	cmd    *exec.Cmd
+	pid    int
+	conn   net.Conn
+	enc    *Encoder
+	frames chan Frame
+	log    zerolog.Logger
+
+	busy    chan struct{}
+	nextID  uint64
+	maxRate int
+
+	dead      chan struct{}
+	deathOnce sync.Once
+	deathErr  error
+	killed    atomic.Bool // kill ran; deathErr is final
+
+	useMu    sync.Mutex
+	lastUsed time.Time
+}
+
+func (p *process) touch() {
+	p.useMu.Lock()
+	p.lastUsed = time.Now()
+	p.useMu.Unlock()
+}
+
+func (p *process) idleFor() time.Duration {
+	if len(p.busy) > 0 {
+		return 0
+	}
+	p.useMu.Lock()
+	defer p.useMu.Unlock()
+	return time.Since(p.lastUsed)
+}
+
+// kill ends the process group and records why. Safe to call many times.
+func (p *process) kill(cause error) {
+	p.deathOnce.Do(func() {
+		p.deathErr = cause
+		p.log.Debug().Err(cause).Msg("Stopping spoke")
+	})
+	p.killed.Store(true)
+	// The child leads its own process group (sandbox.Prepare sets Setpgid).
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	_ = p.cmd.Process.Kill()
+	p.conn.Close()
+}
+
+// gone reports whether the process was killed or has exited.
+func (p *process) gone() bool {
+	if p.killed.Load() {
+		return true
+	}
+	select {
+	case <-p.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *process) deathCause() error {
+	<-p.dead
+	p.deathOnce.Do(func() { p.deathErr = ErrCrashed })
+	return p.deathErr
+}
+
+func (p *process) wait() {
+	err := p.cmd.Wait()
+	p.deathOnce.Do(func() {
+		p.deathErr = fmt.Errorf("%w: %v", ErrCrashed, err)
+	})
+	if err != nil {
+		p.log.Debug().Err(err).Msg("Spoke exited")
+	}
+	p.conn.Close()
+	close(p.dead)
+}
+
+// readFrames decodes frames until the channel fails, enforcing the frame
+// rate. Any decode error kills the spoke.
+func (p *process) readFrames(dec *Decoder) {
+	defer close(p.frames)
+	windowStart, count := time.Now(), 0
+	for {
+		f, err := dec.Decode()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				p.log.Warn().Err(err).Msg("Spoke sent a bad frame; stopping it")
+				p.kill(fmt.Errorf("%w: %v", ErrProtocol, err))
+			}
+			return
+		}
+		if now := time.Now(); now.Sub(windowStart) > time.Second {
+			windowStart, count = now, 0
+		}
+		count++
+		if count > p.maxRate {
+			p.log.Warn().Int("limit", p.maxRate).Msg("Spoke flooded the channel; stopping it")
+			p.kill(ErrFlood)
+			return
+		}
+		select {
+		case p.frames <- f:
+		case <-p.dead:
+			return
+		}
+	}
+}
+
+// maxLogLine bounds one forwarded log line; a child cannot flood our logs
+// with one huge line, and lines beyond maxLogLinesPerSecond are dropped.
+const (
+	maxLogLine           = 4 << 10
+	maxLogLinesPerSecond = 100
+)
+
+// forwardLogs re-logs the child's stderr, tagged with user, app and pid.
+func (p *process) forwardLogs(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, maxLogLine), maxLogLine)
+	windowStart, count, dropped := time.Now(), 0, 0
+	for {
+		if !sc.Scan() {
+			if errors.Is(sc.Err(), bufio.ErrTooLong) {
+				p.log.Warn().Msg("Spoke wrote an over-long log line; dropping its logs")
+				_, _ = io.Copy(io.Discard, r)
+			}
+			return
+		}
+		if now := time.Now(); now.Sub(windowStart) > time.Second {
+			if dropped > 0 {
+				p.log.Warn().Int("dropped", dropped).Msg("Dropped spoke log lines over the rate limit")
+			}
+			windowStart, count, dropped = now, 0, 0
+		}
+		if count++; count > maxLogLinesPerSecond {
+			dropped++
+			continue
+		}
+		line := sc.Bytes()
+		var entry struct {
+			Level   string `json:"level"`
+			Message string `json:"message"`
+			Error   string `json:"error"`
+		}
+		if json.Unmarshal(line, &entry) != nil || entry.Message == "" {
+			p.log.Info().Str("spoke_stderr", string(line)).Msg("Spoke output")
+			continue
+		}
+		lvl, err := zerolog.ParseLevel(entry.Level)
+		if err != nil || lvl == zerolog.NoLevel {
+			lvl = zerolog.InfoLevel
+		}
+		ev := p.log.WithLevel(lvl).RawJSON("spoke_log", line)
+		if entry.Error != "" {
+			ev = ev.Str("spoke_error", entry.Error)
+		}
+		ev.Msg("Spoke: " + entry.Message)
+	}
+}
+
+// describeDeath says in words why a spoke ended.
+func describeDeath(cause error) string {
+	switch {
+	case errors.Is(cause, ErrProtocol):
+		return "broke the protocol and was stopped"
+	case errors.Is(cause, ErrFlood):
+		return "flooded the channel and was stopped"
+	case errors.Is(cause, ErrDeadline):
+		return "did not finish in time and was stopped"
+	default:
+		return "crashed"
+	}
+}
+
+// runStep sends step and serves the spoke's requests until its result.
+func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, error) {
+	fail := func(msg string, cause error) (Result, error) {
+		// When the reader already stopped the spoke, its reason is the
+		// real one; a failed write is only its echo.
+		if p.killed.Load() {
+			p.deathOnce.Do(func() {})
+			cause, msg = p.deathErr, describeDeath(p.deathErr)
+		}
+		p.kill(cause)
+		return Result{}, &Failure{App: p.key.appLabel(), Message: msg, Err: cause}
+	}
+	p.nextID++
+	stepID := p.nextID
+	body, err := json.Marshal(step)
+	if err != nil {
+		return Result{}, fmt.Errorf("failed to encode step: %w", err)
+	}
+	if err := p.enc.Encode(Frame{Kind: KindStep, ID: stepID, Body: body}); err != nil {
+		return fail("could not be reached", fmt.Errorf("%w: %v", ErrCrashed, err))
+	}
+	for {
+		var f Frame
+		var ok bool
+		select {
+		case f, ok = <-p.frames:
+			if !ok {
+				cause := p.deathCause()
+				return fail(describeDeath(cause), cause)
+			}
+		case <-ctx.Done():
+			return fail("did not finish in time and was stopped", ErrDeadline)
+		}
+		switch f.Kind {
+		case KindResult:
+			if f.ID != stepID {
+				return fail("broke the protocol and was stopped", fmt.Errorf("%w: result for step %d, want %d", ErrProtocol, f.ID, stepID))
+			}
+			var res Result
+			if err := DecodeBody(f.Body, &res); err != nil {
+				return fail("sent a malformed result and was stopped", fmt.Errorf("%w: %v", ErrProtocol, err))
+			}
+			return res, nil
+		case KindReady:
+			return fail("broke the protocol and was stopped", fmt.Errorf("%w: second ready frame", ErrProtocol))
+		default:
+			reply, err := p.serve(ctx, f, h)
+			if errors.Is(err, ErrProtocol) {
+				return fail("sent a malformed request and was stopped", err)
+			}
+			err = p.enc.Encode(reply)
+			if errors.Is(err, ErrFrameTooLarge) {
+				reply.Body, reply.Error = nil, "the reply was larger than the channel allows"
+				err = p.enc.Encode(reply)
+			}
+			if err != nil {
+				return fail("could not be answered", fmt.Errorf("%w: %v", ErrCrashed, err))
+			}
+		}
+	}
+}
+
+// serve answers one spoke request. A malformed body is a protocol error;
+// a handler error becomes a reply carrying the error text.
+func (p *process) serve(ctx context.Context, f Frame, h Handler) (Frame, error) {
+	reply := Frame{Kind: KindReply, ID: f.ID}
+	var out any
+	var err error
+	decode := func(v any) error { return DecodeBody(f.Body, v) }
+	switch f.Kind {
+	case KindLLM:
+		var req LLMRequest
+		if err = decode(&req); err == nil {
+			out, err = h.Complete(ctx, req)
+		}
+	case KindProbe:
+		var req Probe
+		if err = decode(&req); err == nil {
+			out, err = h.Probe(ctx, req)
+		}
+	case KindAppCall:
+		var req AppCall
+		if err = decode(&req); err == nil {
+			out, err = h.CallApp(ctx, req)
+		}
+	case KindHTTP:
+		var req HTTPRequest
+		if err = decode(&req); err == nil {
+			out, err = h.HTTP(ctx, req)
+		}
+	case KindMemory:
+		var req MemoryAppend
+		if err = decode(&req); err == nil {
+			err = h.AppendMemory(ctx, req)
+			out = struct{}{}
+		}
+	case KindData:
+		var req DataOp
+		if err = decode(&req); err == nil {
+			out, err = h.Data(ctx, req)
+		}
+	default:
+		return reply, fmt.Errorf("%w: unexpected %q frame during a step", ErrProtocol, f.Kind)
+	}
+	if errors.Is(err, ErrBadFrame) {
+		return reply, fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
+	if err != nil {
+		reply.Error = err.Error()
+		return reply, nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		reply.Error = "failed to encode reply"
+		return reply, nil
+	}
+	reply.Body = b
+	return reply, nil
+}

@@ -1,0 +1,331 @@
+package spoke
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/llm"
+)
+
+// ProtocolVersion is the ISC version every frame carries.
+const ProtocolVersion = 1
+
+// DefaultMaxFrame is the default hard limit on one frame's JSON body.
+const DefaultMaxFrame = 1 << 20
+
+// Kind is the type of an ISC frame.
+type Kind string
+
+// Frames from the hub to a spoke.
+const (
+	// KindStep starts one step; its body is a Step.
+	KindStep Kind = "step"
+	// KindReply answers a spoke's request with the same ID.
+	KindReply Kind = "reply"
+)
+
+// Frames from a spoke to the hub. Every one but KindReady and KindResult is a
+// request the hub answers with a KindReply of the same ID.
+const (
+	// KindReady is the spoke's first frame, sent after its sandbox is applied.
+	KindReady Kind = "ready"
+	// KindLLM asks for one chat completion (LLMRequest → LLMReply).
+	KindLLM Kind = "llm"
+	// KindProbe asks for another app's function schemas (Probe → ProbeReply).
+	KindProbe Kind = "probe"
+	// KindAppCall asks the hub to run another app's function (AppCall → AppCallReply).
+	KindAppCall Kind = "app_call"
+	// KindHTTP asks the egress broker for one HTTP exchange (HTTPRequest → HTTPResponse).
+	KindHTTP Kind = "http"
+	// KindMemory appends to the spoke's own (user, app) memory (MemoryAppend → empty).
+	KindMemory Kind = "memory"
+	// KindData reads or writes the app's own per-user data (DataOp → DataReply).
+	KindData Kind = "data"
+	// KindResult ends a step; its ID is the step's frame ID and its body a Result.
+	KindResult Kind = "result"
+)
+
+var spokeKinds = map[Kind]bool{
+	KindReady: true, KindLLM: true, KindProbe: true, KindAppCall: true,
+	KindHTTP: true, KindMemory: true, KindData: true, KindResult: true,
+}
+
+var hubKinds = map[Kind]bool{KindStep: true, KindReply: true}
+
+// Frame is one ISC message. On the wire: a 4-byte big-endian length, then the
+// frame as JSON. The hub never reads identity from a frame: the channel is
+// the identity, so Frame has no sender field and unknown fields are refused.
+type Frame struct {
+	V     int             `json:"v"`
+	Kind  Kind            `json:"kind"`
+	ID    uint64          `json:"id"`
+	Body  json.RawMessage `json:"body,omitempty"`
+	Error string          `json:"error,omitempty"`
+}
+
+// Errors from the codec. Each ends the spoke that caused it.
+var (
+	ErrFrameTooLarge = errors.New("frame over the size limit")
+	ErrBadFrame      = errors.New("malformed frame")
+)
+
+// Encoder writes frames. It is not safe for concurrent use.
+type Encoder struct {
+	w   io.Writer
+	max int
+}
+
+// NewEncoder returns an encoder that refuses frames over max bytes.
+func NewEncoder(w io.Writer, max int) *Encoder { return &Encoder{w: w, max: max} }
+
+// Encode writes one frame.
+func (e *Encoder) Encode(f Frame) error {
+	f.V = ProtocolVersion
+	b, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("failed to encode frame: %w", err)
+	}
+	if len(b) > e.max {
+		return fmt.Errorf("failed to encode %s frame of %d bytes: %w", f.Kind, len(b), ErrFrameTooLarge)
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	if _, err := e.w.Write(buf); err != nil {
+		return fmt.Errorf("failed to write frame: %w", err)
+	}
+	return nil
+}
+
+// Decoder reads frames. It is not safe for concurrent use.
+type Decoder struct {
+	r     *bufio.Reader
+	max   int
+	kinds map[Kind]bool
+}
+
+// NewHubDecoder reads frames a spoke sends to the hub.
+func NewHubDecoder(r io.Reader, max int) *Decoder {
+	return &Decoder{r: bufio.NewReader(r), max: max, kinds: spokeKinds}
+}
+
+// NewSpokeDecoder reads frames the hub sends to a spoke.
+func NewSpokeDecoder(r io.Reader, max int) *Decoder {
+	return &Decoder{r: bufio.NewReader(r), max: max, kinds: hubKinds}
+}
+
+// Decode reads one frame. A frame over the limit, malformed JSON, a wrong
+// version or a kind the peer may not send is an error; the caller must then
+// end the channel.
+func (d *Decoder) Decode() (Frame, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
+		return Frame{}, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n == 0 {
+		return Frame{}, fmt.Errorf("empty frame: %w", ErrBadFrame)
+	}
+	if int64(n) > int64(d.max) {
+		return Frame{}, fmt.Errorf("frame of %d bytes: %w", n, ErrFrameTooLarge)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(d.r, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return Frame{}, err
+	}
+	return decodeFrame(buf, d.kinds)
+}
+
+func decodeFrame(buf []byte, kinds map[Kind]bool) (Frame, error) {
+	dec := json.NewDecoder(bytes.NewReader(buf))
+	dec.DisallowUnknownFields()
+	var f Frame
+	if err := dec.Decode(&f); err != nil {
+		return Frame{}, fmt.Errorf("%w: %v", ErrBadFrame, err)
+	}
+	if dec.More() {
+		return Frame{}, fmt.Errorf("%w: trailing data", ErrBadFrame)
+	}
+	if f.V != ProtocolVersion {
+		return Frame{}, fmt.Errorf("%w: version %d, want %d", ErrBadFrame, f.V, ProtocolVersion)
+	}
+	if !kinds[f.Kind] {
+		return Frame{}, fmt.Errorf("%w: unexpected kind %q", ErrBadFrame, f.Kind)
+	}
+	return f, nil
+}
+
+// DecodeBody strictly decodes a frame body into v.
+func DecodeBody(body json.RawMessage, v any) error {
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadFrame, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data in body", ErrBadFrame)
+	}
+	return nil
+}
+
+// Ready is the spoke's first frame.
+type Ready struct {
+	PID int `json:"pid"`
+	// Sandbox lists the protections the child applied, for the log.
+	Sandbox []string `json:"sandbox,omitempty"`
+}
+
+// Step is one unit of work for a spoke.
+type Step struct {
+	// ID names the step within its query.
+	ID string `json:"id"`
+	// Function is the app function the plan named; empty for vanilla spokes.
+	Function string `json:"function,omitempty"`
+	// Args are the plan's arguments for Function, already checked by the hub.
+	Args json.RawMessage `json:"args,omitempty"`
+	// Query is the user's request, given only to the spoke that answers it.
+	Query string `json:"query,omitempty"`
+	// Answer says this spoke writes the final answer to the user.
+	Answer bool `json:"answer,omitempty"`
+	// Memory is the spoke's own (user, app) memory, oldest first.
+	Memory []string `json:"memory,omitempty"`
+	// History is the user-visible conversation, for vanilla spokes only.
+	History []llm.Message `json:"history,omitempty"`
+	// Results are other steps' typed results, for the collaborative vanilla
+	// spoke only.
+	Results []StepOutput `json:"results,omitempty"`
+	// OtherTools are the tool names of other apps' functions: names only.
+	OtherTools []string `json:"other_tools,omitempty"`
+	// MaxLLMCalls bounds this step's completions; the hub enforces it too.
+	MaxLLMCalls int `json:"max_llm_calls"`
+}
+
+// StepOutput is one step's typed result, as shown to a collaborative spoke.
+type StepOutput struct {
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args"`
+	Result json.RawMessage `json:"result"`
+}
+
+// Result ends a step.
+type Result struct {
+	// Output is the result of the step's Function, checked by the hub
+	// against the function's response schema. Empty for vanilla spokes.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Answer is the text for the user when the step was the answering one.
+	Answer string `json:"answer,omitempty"`
+	// Error says why the step failed, in words for the user.
+	Error string `json:"error,omitempty"`
+	// Calls are the function calls the spoke ran or saw refused during the
+	// step, as the spoke reports them: for the record, never for a decision.
+	Calls []CallLog `json:"calls,omitempty"`
+}
+
+// CallLog is one function call a spoke reports.
+type CallLog struct {
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// LLMRequest asks the hub for one completion. It carries no model and no
+// key: the hub chooses both.
+type LLMRequest struct {
+	Messages []llm.Message `json:"messages"`
+	Tools    []llm.Tool    `json:"tools,omitempty"`
+}
+
+// LLMReply is the hub's answer to an LLMRequest. Tool calls outside the
+// query's capability set have been removed from Message and are listed in
+// Refused: the spoke must record them as refused and never run them.
+type LLMReply struct {
+	Message llm.Message   `json:"message"`
+	Refused []RefusedCall `json:"refused,omitempty"`
+}
+
+// RefusedCall is a tool call the hub refused before the spoke saw it.
+type RefusedCall struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// Probe asks for another app's function schemas by tool name.
+type Probe struct {
+	Tool string `json:"tool"`
+}
+
+// ProbeReply carries the function's schemas.
+type ProbeReply struct {
+	Request  json.RawMessage `json:"request"`
+	Response json.RawMessage `json:"response"`
+}
+
+// AppCall asks the hub to run another app's function.
+type AppCall struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+}
+
+// AppCallReply carries the callee's result, validated against its response
+// schema and released by the user's consent.
+type AppCallReply struct {
+	Result json.RawMessage `json:"result"`
+}
+
+// HTTPRequest is one request for the egress broker.
+type HTTPRequest struct {
+	Method string              `json:"method"`
+	URL    string              `json:"url"`
+	Header map[string][]string `json:"header,omitempty"`
+	Body   []byte              `json:"body,omitempty"`
+}
+
+// HTTPResponse is the broker's answer.
+type HTTPResponse struct {
+	Status int                 `json:"status"`
+	Header map[string][]string `json:"header,omitempty"`
+	Body   []byte              `json:"body,omitempty"`
+}
+
+// MemoryAppend adds one entry to the spoke's own memory.
+type MemoryAppend struct {
+	Content string `json:"content"`
+}
+
+// Data operations.
+const (
+	DataGet    = "get"
+	DataPut    = "put"
+	DataDelete = "delete"
+	DataList   = "list"
+)
+
+// DataOp reads or writes the app's own per-user data.
+type DataOp struct {
+	Op         string          `json:"op"`
+	Collection string          `json:"collection"`
+	ID         string          `json:"id,omitempty"`
+	Body       json.RawMessage `json:"body,omitempty"`
+	Limit      int             `json:"limit,omitempty"`
+}
+
+// DataReply answers a DataOp. NotFound mirrors apps.ErrNotFound.
+type DataReply struct {
+	Body     json.RawMessage `json:"body,omitempty"`
+	Docs     []apps.Doc      `json:"docs,omitempty"`
+	NotFound bool            `json:"not_found,omitempty"`
+}

@@ -1,0 +1,359 @@
+package store_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"go.mau.fi/util/dbutil"
+
+	"github.com/secgpt/secgpt/store"
+	"github.com/secgpt/secgpt/store/storetest"
+)
+
+func TestOpenMigratesEmptyFile(t *testing.T) {
+	s := storetest.Open(t)
+	ctx := context.Background()
+	var version, compat int
+	if err := s.DB().QueryRow(ctx, "SELECT version, compat FROM "+store.VersionTable).Scan(&version, &compat); err != nil {
+		t.Fatalf("read schema version: %v", err)
+	}
+	if version != 1 || compat != 1 {
+		t.Errorf("schema version = %d (compat %d), want 1 (1)", version, compat)
+	}
+	for _, table := range []string{"sessions", "grants", "audit_log", "hub_memory", "spoke_memory", "app_docs"} {
+		if ok, err := s.DB().TableExists(ctx, table); err != nil || !ok {
+			t.Errorf("table %s exists = %v, %v; want true", table, ok, err)
+		}
+	}
+}
+
+func TestOpenSetsPragmas(t *testing.T) {
+	s := storetest.Open(t)
+	ctx := context.Background()
+	tests := []struct {
+		pragma string
+		want   string
+	}{
+		{"journal_mode", "wal"},
+		{"foreign_keys", "1"},
+		{"synchronous", "2"}, // FULL
+		{"busy_timeout", "5000"},
+		{"secure_delete", "1"},
+	}
+	for _, tt := range tests {
+		var got string
+		if err := s.DB().QueryRow(ctx, "PRAGMA "+tt.pragma).Scan(&got); err != nil {
+			t.Fatalf("PRAGMA %s: %v", tt.pragma, err)
+		}
+		if got != tt.want {
+			t.Errorf("PRAGMA %s = %q, want %q", tt.pragma, got, tt.want)
+		}
+	}
+}
+
+func TestOpenFileMode(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "new.db")
+	s := storetest.OpenAt(t, path)
+	if err := s.AppendHubMemory(ctx, "@a:x", store.RoleUser, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", filepath.Base(p), st.Mode().Perm())
+		}
+	}
+
+	// Files left with a looser mode are tightened before SQLite opens them.
+	loose := filepath.Join(dir, "loose.db")
+	for _, p := range []string{loose, loose + "-wal"} {
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	storetest.OpenAt(t, loose)
+	for _, p := range []string{loose, loose + "-wal"} {
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("existing 0644 %s after Open: %v; want mode 0600", filepath.Base(p), err)
+		}
+	}
+}
+
+func TestOpenRejectsBadPaths(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name    string
+		path    string
+		wantMsg string
+	}{
+		{"empty", "", "empty path"},
+		{"missing parent", filepath.Join(dir, "nope", "x.db"), "parent directory " + filepath.Join(dir, "nope") + " does not exist"},
+		{"directory", dir, "not a regular file"},
+		{"parent is a file", filepath.Join(dir, "file", "x.db"), "is not a directory"},
+		{"symlink", filepath.Join(dir, "link.db"), "link.db is not a regular file"},
+	}
+	if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "file"), filepath.Join(dir, "link.db")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := store.Open(context.Background(), tt.path)
+			if err == nil {
+				_ = s.Close()
+				t.Fatalf("Open(%q) succeeded, want error", tt.path)
+			}
+			if !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("Open(%q) error %q does not say %q", tt.path, err, tt.wantMsg)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nope")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open created the missing parent directory: %v", err)
+	}
+}
+
+func TestOpenRejectsNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "secgpt.db")
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(ctx, "UPDATE "+store.VersionTable+" SET version=99, compat=99"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = store.Open(ctx, path)
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("Open of a v99 database succeeded, want error")
+	}
+	if !errors.Is(err, dbutil.ErrUnsupportedDatabaseVersion) || !strings.Contains(err.Error(), "failed to upgrade store schema") {
+		t.Errorf("Open error = %v, want an unsupported-version upgrade error", err)
+	}
+}
+
+// TestChildSchemaAlongside checks that another package's schema, with its
+// own version table, lives in the same file and survives the store's
+// migrations, as the bot's and mautrix's will.
+func TestChildSchemaAlongside(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "secgpt.db")
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := dbutil.BuildUpgradeTable().WithRaw(0, 1, 0, "bot tables", dbutil.TxnModeOn, func(ctx context.Context, db *dbutil.Database) error {
+		_, err := db.Exec(ctx, "CREATE TABLE bot_rooms (room_id TEXT PRIMARY KEY)")
+		return err
+	}).Finish()
+	child := s.DB().Child("bot_version", table, nil)
+	if err := child.Upgrade(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := child.Exec(ctx, "INSERT INTO bot_rooms VALUES ('!r:x')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = storetest.OpenAt(t, path)
+	var n int
+	if err := s.DB().QueryRow(ctx, "SELECT COUNT(*) FROM bot_rooms").Scan(&n); err != nil || n != 1 {
+		t.Errorf("bot_rooms after reopen: %d rows, %v; want 1", n, err)
+	}
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "secgpt.db")
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	se, err := s.StartSession(ctx, "@a:x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutGrant(ctx, store.Grant{User: "@a:x", Category: store.CategoryExec, Subject: "mail", AppVersion: "v1", Duration: store.DurationAlways}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordTurn(ctx, "@a:x", "q", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutDoc(ctx, "@a:x", "mail", "inbox", "m1", []byte(`{"id":"m1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = storetest.OpenAt(t, path)
+	if got, ok, err := s.ActiveSession(ctx, "@a:x"); err != nil || !ok || got.ID != se.ID {
+		t.Errorf("ActiveSession after reopen = %+v, %v, %v; want %s", got, ok, err, se.ID)
+	}
+	if _, ok, err := s.FindGrant(ctx, "@a:x", store.CategoryExec, "mail", "v1", ""); err != nil || !ok {
+		t.Errorf("FindGrant after reopen = %v, %v; want found", ok, err)
+	}
+	if mem, err := s.HubMemory(ctx, "@a:x", 10); err != nil || len(mem) != 2 {
+		t.Errorf("HubMemory after reopen = %v, %v; want 2 entries", mem, err)
+	}
+	if body, err := s.GetDoc(ctx, "@a:x", "mail", "inbox", "m1"); err != nil || string(body) != `{"id":"m1"}` {
+		t.Errorf("GetDoc after reopen = %s, %v", body, err)
+	}
+}
+
+func TestConcurrentWriters(t *testing.T) {
+	s := storetest.Open(t)
+	ctx := context.Background()
+	const writers, each = 8, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each*4)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := fmt.Sprintf("@u%d:x", w%3)
+			for i := range each {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				errs <- s.PutDoc(ctx, user, "drive", "files", id, []byte(`{}`))
+				errs <- s.AppendAudit(ctx, store.AuditEntry{User: user, Decision: "allow"})
+				errs <- s.RecordTurn(ctx, user, "q "+id, "a "+id)
+				if _, err := s.HubMemory(ctx, user, 5); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent write: %v", err)
+		}
+	}
+	total := 0
+	for u := range 3 {
+		n, err := s.CountDocs(ctx, fmt.Sprintf("@u%d:x", u), "drive", "files")
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	if total != writers*each {
+		t.Errorf("stored %d documents, want %d", total, writers*each)
+	}
+}
+
+// crashChildEnv names the database the crash child writes to; set only in
+// the child process.
+const crashChildEnv = "SECGPT_STORE_CRASH_CHILD_DB"
+
+// TestCrashChild is the child process of TestCrashLosesNothingAcknowledged.
+// It records turns until it is killed, printing the number of each turn
+// after RecordTurn returned.
+func TestCrashChild(t *testing.T) {
+	path := os.Getenv(crashChildEnv)
+	if path == "" {
+		t.Skip("helper process for TestCrashLosesNothingAcknowledged")
+	}
+	ctx := context.Background()
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	// The loop ends only by SIGKILL; the bound stops a child whose parent died.
+	for i := range 100_000 {
+		if err := s.RecordTurn(ctx, "@crash:x", "q"+strconv.Itoa(i), "a"+strconv.Itoa(i)); err != nil {
+			fmt.Println("error", err)
+			return
+		}
+		fmt.Println("committed", i)
+	}
+}
+
+func TestCrashLosesNothingAcknowledged(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "crash.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	committed := map[int]bool{}
+	killAfter := 200
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		if n, ok := strings.CutPrefix(line, "committed "); ok {
+			i, err := strconv.Atoi(n)
+			if err != nil {
+				t.Fatalf("bad child line %q", line)
+			}
+			committed[i] = true
+			if len(committed) == killAfter {
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+		} else if strings.HasPrefix(line, "error") {
+			t.Errorf("child: %s", line)
+		}
+	}
+	err = cmd.Wait()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
+	}
+	if len(committed) < killAfter {
+		t.Fatalf("child reported %d commits before it died, want at least %d", len(committed), killAfter)
+	}
+
+	s := storetest.OpenAt(t, path)
+	mem, err := s.HubMemory(ctx, "@crash:x", store.MaxListLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mem)%2 != 0 {
+		t.Errorf("hub memory holds %d entries: half a turn survived the crash", len(mem))
+	}
+	stored := map[string]bool{}
+	for _, e := range mem {
+		stored[e.Role+":"+e.Content] = true
+	}
+	for i := range committed {
+		if !stored["user:q"+strconv.Itoa(i)] || !stored["assistant:a"+strconv.Itoa(i)] {
+			t.Errorf("turn %d was acknowledged but is missing after the crash", i)
+		}
+	}
+	t.Logf("child acknowledged %d turns, %d entries stored after SIGKILL", len(committed), len(mem))
+}

@@ -1,0 +1,82 @@
+-- v0 -> v1: Latest revision
+
+-- Every *_at column holds Unix nanoseconds (UTC).
+
+CREATE TABLE sessions (
+	id          TEXT    NOT NULL PRIMARY KEY,
+	user_id     TEXT    NOT NULL,
+	started_at  INTEGER NOT NULL,
+	last_active INTEGER NOT NULL,
+	ended_at    INTEGER,
+	end_reason  TEXT    NOT NULL DEFAULT '',
+
+	-- An ended session always says why it ended.
+	CHECK ((ended_at IS NULL) = (end_reason = ''))
+);
+-- At most one active session per user.
+CREATE UNIQUE INDEX sessions_active_user_idx ON sessions (user_id) WHERE ended_at IS NULL;
+
+CREATE TABLE grants (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	user_id     TEXT    NOT NULL,
+	category    TEXT    NOT NULL CHECK (category IN ('exec', 'data', 'collab')),
+	subject     TEXT    NOT NULL,
+	app_version TEXT    NOT NULL,
+	duration    TEXT    NOT NULL CHECK (duration IN ('session', 'always', 'never')),
+	-- '' unless duration is 'session'.
+	session_id  TEXT    NOT NULL DEFAULT '',
+	created_at  INTEGER NOT NULL,
+
+	CHECK ((duration = 'session') = (session_id <> '')),
+	UNIQUE (user_id, category, subject, app_version, duration, session_id)
+);
+CREATE INDEX grants_session_idx ON grants (session_id) WHERE duration = 'session';
+
+CREATE TABLE audit_log (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	at          INTEGER NOT NULL,
+	user_id     TEXT    NOT NULL,
+	session_id  TEXT    NOT NULL,
+	query_id    TEXT    NOT NULL,
+	category    TEXT    NOT NULL,
+	subject     TEXT    NOT NULL,
+	app_version TEXT    NOT NULL,
+	decision    TEXT    NOT NULL,
+	source      TEXT    NOT NULL,
+	detail      TEXT    NOT NULL
+);
+CREATE INDEX audit_log_user_idx ON audit_log (user_id, id);
+
+CREATE TABLE hub_memory (
+	id         INTEGER PRIMARY KEY,
+	user_id    TEXT    NOT NULL,
+	role       TEXT    NOT NULL CHECK (role IN ('user', 'assistant')),
+	content    TEXT    NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX hub_memory_user_idx ON hub_memory (user_id, id);
+
+CREATE TABLE spoke_memory (
+	id         INTEGER PRIMARY KEY,
+	user_id    TEXT    NOT NULL,
+	app        TEXT    NOT NULL,
+	content    TEXT    NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE INDEX spoke_memory_user_app_idx ON spoke_memory (user_id, app, id);
+
+CREATE TABLE app_docs (
+	-- Insertion order, the tie-break after updated_at.
+	seq        INTEGER PRIMARY KEY,
+	user_id    TEXT    NOT NULL,
+	app        TEXT    NOT NULL,
+	collection TEXT    NOT NULL,
+	doc_id     TEXT    NOT NULL,
+	body       TEXT    NOT NULL,
+	updated_at INTEGER NOT NULL,
+
+	UNIQUE (user_id, app, collection, doc_id)
+);
+CREATE INDEX app_docs_list_idx ON app_docs (user_id, app, collection, updated_at, seq);
+-- Finds the newest update of an (user, app) for the per-app monotonic clock.
+CREATE INDEX app_docs_clock_idx ON app_docs (user_id, app, updated_at);
