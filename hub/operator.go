@@ -327,7 +327,11 @@ func (h *Hub) run(ctx context.Context, q *query, app string, step spoke.Step, b 
 	defer cancel()
 	res, info, err := h.runner.Run(ctx, spoke.Key{User: q.user, App: app, Session: q.session}, step, b)
 	if info.PID != 0 {
-		q.recordSpoke(appLabel(app), info)
+		name := app
+		if name == "" {
+			name = "vanilla"
+		}
+		q.recordSpoke(name, info)
 	}
 	if err != nil {
 		var f *spoke.Failure

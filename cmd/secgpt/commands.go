@@ -96,6 +96,10 @@ func runCaseStudy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return &startupError{err: fmt.Errorf("failed to create work directory: %w", err)}
 	}
 	defer os.RemoveAll(dir)
+	// Spokes pass through this directory to their scratch under it.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return &startupError{err: fmt.Errorf("failed to open work directory: %w", err)}
+	}
 	log := newLogger(LoggingConfig{Level: *logLevel, Format: "console"}, stderr)
 	rows, err := casestudy.RunCases(ctx, casestudy.Options{
 		BuildHub: caseStudyHub(dir, log), Dir: dir, Latency: *latency, Log: log,
