@@ -225,11 +225,29 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 	if b.app == "" {
 		return spoke.HTTPResponse{}, errNoTools
 	}
-	if b.h.opts.Egress == nil {
-		return spoke.HTTPResponse{}, errors.New("network access is not available to apps")
-	}
 	spec, _ := b.h.catalog.spec(b.app)
-	return b.h.opts.Egress.Do(ctx, spec, r)
+	var resp spoke.HTTPResponse
+	err := errors.New("network access is not available to apps")
+	if b.h.opts.Egress != nil {
+		resp, err = b.h.opts.Egress.Do(ctx, spec.Egress, r)
+	}
+	// Every request, allowed or refused, goes to the audit log.
+	detail := map[string]any{"method": r.Method, "url": truncate(r.URL, 500)}
+	decision := "allow"
+	if err != nil {
+		decision, detail["reason"] = "deny", err.Error()
+	} else {
+		detail["status"] = resp.Status
+	}
+	d, _ := json.Marshal(detail)
+	if aerr := b.h.store.AppendAudit(ctx, store.AuditEntry{
+		User: b.q.user, SessionID: b.q.session, QueryID: b.q.id, Category: "egress",
+		Subject: b.app, AppVersion: b.h.catalog.hashes[b.app], Decision: decision, Source: "broker", Detail: string(d),
+	}); aerr != nil {
+		zerolog.Ctx(ctx).Error().Err(aerr).Msg("Failed to write audit log")
+	}
+	zerolog.Ctx(ctx).Info().Str("app", b.app).Str("decision", decision).RawJSON("request", d).Msg("Egress request")
+	return resp, err
 }
 
 // AppendMemory adds to the spoke's own (user, app) memory.

@@ -46,10 +46,11 @@ type Runner interface {
 
 var _ Runner = (*spoke.Manager)(nil)
 
-// Egress performs an app's HTTP request after checking it against the
-// app's declared domains. Implementations fail closed.
+// Egress performs one HTTP exchange for an app, only to the registrable
+// domains it declared, and refuses anything else with an error that says
+// why. Implementations fail closed; they are safe for concurrent use.
 type Egress interface {
-	Do(ctx context.Context, app apps.Spec, req spoke.HTTPRequest) (spoke.HTTPResponse, error)
+	Do(ctx context.Context, domains []string, req spoke.HTTPRequest) (spoke.HTTPResponse, error)
 }
 
 // OutOfPlan is the policy for requests the plan did not name.

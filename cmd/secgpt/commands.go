@@ -175,7 +175,7 @@ func printApp(w io.Writer, s apps.Spec, sb SandboxConfig) {
 	if len(s.Egress) > 0 {
 		egress = strings.Join(s.Egress, ", ")
 	}
-	l := sandboxLimits(sb)
+	l := sandboxLimits(sb, s.Name)
 	fmt.Fprintf(w, "%s %s (%s)\n", s.Name, s.Version, kind)
 	fmt.Fprintf(w, "  identity:    %s\n", s.Hash())
 	fmt.Fprintf(w, "  description: %s\n", oneLine(s.Description, 200))

@@ -9,12 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/sandbox"
 )
 
 // Config is the operator's configuration. config.example.yaml at the
@@ -89,14 +91,21 @@ type BudgetsConfig struct {
 }
 
 type SandboxConfig struct {
+	// The limits for every spoke; Apps overrides them per app.
+	LimitsConfig `yaml:",inline"`
+	Apps         map[string]LimitsConfig `yaml:"apps"`
+	Namespaces   bool                    `yaml:"namespaces"`
+	// AllowWeaker is the operator's explicit opt-out: run apps even when the
+	// kernel lacks seccomp or Landlock. Logged loudly.
+	AllowWeaker bool `yaml:"allow_weaker_sandbox"`
+}
+
+// LimitsConfig are a spoke's resource limits; 0 keeps the default.
+type LimitsConfig struct {
 	CPUSeconds        uint64 `yaml:"cpu_seconds"`
 	AddressSpaceBytes uint64 `yaml:"address_space_bytes"`
 	FileSizeBytes     uint64 `yaml:"file_size_bytes"`
 	OpenFiles         uint64 `yaml:"open_files"`
-	Namespaces        bool   `yaml:"namespaces"`
-	// AllowWeaker is the operator's explicit opt-out: run apps even when the
-	// kernel lacks seccomp or Landlock. Logged loudly.
-	AllowWeaker bool `yaml:"allow_weaker_sandbox"`
 }
 
 type LoggingConfig struct {
@@ -274,9 +283,20 @@ func (c *Config) validate() error {
 		}
 		seen[name] = true
 	}
-	for app := range c.LLM.Models.Apps {
+	for _, app := range sortedNames(c.LLM.Models.Apps) {
 		if !seen[app] {
 			return bad("llm.models.apps."+app, "names an app that is not installed")
+		}
+	}
+	if err := c.Sandbox.LimitsConfig.validate("sandbox"); err != nil {
+		return err
+	}
+	for _, app := range sortedNames(c.Sandbox.Apps) {
+		if !seen[app] {
+			return bad("sandbox.apps."+app, "names an app that is not installed")
+		}
+		if err := c.Sandbox.Apps[app].validate("sandbox.apps." + app); err != nil {
+			return err
 		}
 	}
 	switch c.Consent.OutOfPlan {
@@ -329,6 +349,22 @@ func (c *Config) validate() error {
 		return bad("logging.format", "must be console or json, not %q", c.Logging.Format)
 	}
 	return nil
+}
+
+func (l LimitsConfig) validate(prefix string) error {
+	if l.AddressSpaceBytes != 0 && l.AddressSpaceBytes < sandbox.MinAddressSpace {
+		return fmt.Errorf("config: %s.address_space_bytes: must be 0 (the default) or at least %d: the Go runtime of a spoke needs it", prefix, uint64(sandbox.MinAddressSpace))
+	}
+	return nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // apiKey reads the endpoint's key from the environment.

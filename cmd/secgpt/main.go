@@ -163,6 +163,9 @@ func openFor(ctx context.Context, path string, stderr io.Writer) (*system, error
 		fmt.Fprintln(stderr, note)
 	}
 	log := newLogger(cfg.Logging, stderr)
+	if err := checkSandbox(cfg, stderr, log); err != nil {
+		return nil, &startupError{err: err}
+	}
 	sys, err := openSystem(ctx, cfg, log)
 	if err != nil {
 		return nil, &startupError{err: err}

@@ -116,28 +116,50 @@ func startModel(cfg Config) (*llm.Client, *simulator.Server, error) {
 	return client, sim, nil
 }
 
-// sandboxLimits are the default limits with the config's overrides.
-func sandboxLimits(cfg SandboxConfig) sandbox.Limits {
+// sandboxLimits are the default limits, with the config's overrides for
+// every spoke and then for the app.
+func sandboxLimits(cfg SandboxConfig, app string) sandbox.Limits {
 	l := sandbox.DefaultLimits()
-	if cfg.CPUSeconds > 0 {
-		l.CPUSeconds = cfg.CPUSeconds
-	}
-	if cfg.AddressSpaceBytes > 0 {
-		l.AddressSpace = cfg.AddressSpaceBytes
-	}
-	if cfg.FileSizeBytes > 0 {
-		l.FileSize = cfg.FileSizeBytes
-	}
-	if cfg.OpenFiles > 0 {
-		l.OpenFiles = cfg.OpenFiles
+	for _, o := range []LimitsConfig{cfg.LimitsConfig, cfg.Apps[app]} {
+		if o.CPUSeconds > 0 {
+			l.CPUSeconds = o.CPUSeconds
+		}
+		if o.AddressSpaceBytes > 0 {
+			l.AddressSpace = o.AddressSpaceBytes
+		}
+		if o.FileSizeBytes > 0 {
+			l.FileSize = o.FileSizeBytes
+		}
+		if o.OpenFiles > 0 {
+			l.OpenFiles = o.OpenFiles
+		}
 	}
 	return l
+}
+
+// checkSandbox prints what the kernel offers, one line per protection, and
+// refuses to start when a protection is missing, unless the operator opted
+// out in the config, which is logged loudly.
+func checkSandbox(cfg Config, stderr io.Writer, log zerolog.Logger) error {
+	caps := sandbox.Probe()
+	for _, line := range caps.Lines() {
+		fmt.Fprintln(stderr, "sandbox:", line)
+	}
+	err := caps.Check(sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandboxLimits(cfg.Sandbox, ""), Namespaces: cfg.Sandbox.Namespaces})
+	if err == nil {
+		return nil
+	}
+	if !cfg.Sandbox.AllowWeaker {
+		return fmt.Errorf("failed to confine apps on this machine (%w): refusing to run them; sandbox.allow_weaker_sandbox: true runs them anyway, with weaker isolation", err)
+	}
+	fmt.Fprintln(stderr, "sandbox: *** WARNING: apps run WITHOUT full confinement (sandbox.allow_weaker_sandbox is set):", err)
+	log.Error().Err(err).Msg("*** SANDBOX WEAKENED by the operator's config: apps run without full confinement")
+	return nil
 }
 
 // spokePolicy gives every spoke its sandbox: the app's profile, the
 // configured limits, and a private scratch directory per (user, app).
 func spokePolicy(cfg Config) spoke.PolicyFunc {
-	limits := sandboxLimits(cfg.Sandbox)
 	return func(k spoke.Key) (sandbox.Policy, error) {
 		profile := sandbox.Profile(apps.ProfileStrict)
 		if k.App != "" {
@@ -153,7 +175,7 @@ func spokePolicy(cfg Config) spoke.PolicyFunc {
 		}
 		return sandbox.Policy{
 			Profile:     profile,
-			Limits:      limits,
+			Limits:      sandboxLimits(cfg.Sandbox, k.App),
 			Scratch:     scratch,
 			Namespaces:  cfg.Sandbox.Namespaces,
 			AllowWeaker: cfg.Sandbox.AllowWeaker,

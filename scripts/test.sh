@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs every test of secgpt: vet, the race-enabled unit and end-to-end tests
+# (against a real Dendrite homeserver on loopback), short fuzz runs, and the
+# built binary's case studies and sandbox check. Installs what a bare
+# machine of this kind lacks. Used as is by .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# libseccomp headers for the sandbox (cgo).
+if ! pkg-config --exists libseccomp 2>/dev/null; then
+  echo "== installing libseccomp-dev"
+  apt-get update -qq && apt-get install -y -qq libseccomp-dev pkg-config >/dev/null
+fi
+
+# The homeserver for the end-to-end tests, cached outside the repository.
+echo "== Dendrite"
+SECGPT_DENDRITE_BIN=$(scripts/build-dendrite.sh)
+export SECGPT_DENDRITE_BIN
+
+# goolm: mautrix's pure-Go Olm, so no libolm is needed; e2e: the slow suites.
+export GOFLAGS="-tags=goolm,e2e"
+export CGO_ENABLED=1
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test -race"
+go test -race -timeout 30m ./...
+
+echo "== fuzz (a few seconds each)"
+for target in "FuzzDecodeFrame ./spoke/" "FuzzParsePlan ./hub/" "FuzzExtractJSON ./llm/"; do
+  set -- $target
+  go test -run '^$' -fuzz "^$1\$" -fuzztime 5s "$2"
+done
+
+echo "== the binary: case studies"
+go build -o bin/secgpt ./cmd/secgpt
+bin/secgpt casestudy --mode both
