@@ -34,5 +34,5 @@ for target in "FuzzDecodeFrame ./spoke/" "FuzzParsePlan ./hub/" "FuzzExtractJSON
 done
 
 echo "== the binary: case studies"
-go build -o bin/secgpt ./cmd/secgpt
+make build
 bin/secgpt casestudy --mode both

@@ -67,6 +67,9 @@ type Info struct {
 	PID int `json:"pid"`
 	// Cold is true when the process was started for this step.
 	Cold bool `json:"cold"`
+	// Startup is the time from spawn to ready (sandbox applied), for a
+	// cold start.
+	Startup time.Duration `json:"startup_ns,omitempty"`
 }
 
 // Failure is a spoke fault: the spoke was killed or could not run. Message
@@ -182,6 +185,9 @@ func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Resul
 	}
 	defer func() { <-p.busy }()
 	info := Info{PID: p.pid, Cold: cold}
+	if cold {
+		info.Startup = p.startup
+	}
 	res, err := p.runStep(ctx, step, h)
 	p.touch()
 	if err != nil {
@@ -322,6 +328,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	if err != nil {
 		return nil, m.failure(key, "has no usable sandbox policy", err)
 	}
+	spawned := time.Now()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create ISC socket pair: %w", err)
@@ -390,7 +397,8 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 			p.kill(ErrProtocol)
 			return nil, m.failure(key, "sent a malformed first frame and was stopped", ErrProtocol)
 		}
-		p.log.Debug().Strs("sandbox", ready.Sandbox).Msg("Spoke ready")
+		p.startup = time.Since(spawned)
+		p.log.Debug().Strs("sandbox", ready.Sandbox).Dur("startup", p.startup).Msg("Spoke ready")
 		return p, nil
 	case <-startCtx.Done():
 		p.kill(ErrDeadline)
@@ -408,9 +416,12 @@ type process struct {
 	frames chan Frame
 	log    zerolog.Logger
 
+	startup time.Duration // spawn to ready
+
 	busy    chan struct{}
 	nextID  uint64
 	maxRate int
+	rate    frameRate
 
 	dead      chan struct{}
 	deathOnce sync.Once
@@ -484,7 +495,6 @@ func (p *process) wait() {
 // rate. Any decode error kills the spoke.
 func (p *process) readFrames(dec *Decoder) {
 	defer close(p.frames)
-	windowStart, count := time.Now(), 0
 	for {
 		f, err := dec.Decode()
 		if err != nil {
@@ -494,11 +504,9 @@ func (p *process) readFrames(dec *Decoder) {
 			}
 			return
 		}
-		if now := time.Now(); now.Sub(windowStart) > time.Second {
-			windowStart, count = now, 0
-		}
-		count++
-		if count > p.maxRate {
+		// A step's result answers the hub; only what the spoke sends on its
+		// own initiative counts against it.
+		if f.Kind != KindResult && !p.rate.allow(p.maxRate) {
 			p.log.Warn().Int("limit", p.maxRate).Msg("Spoke flooded the channel; stopping it")
 			p.kill(ErrFlood)
 			return
@@ -509,6 +517,32 @@ func (p *process) readFrames(dec *Decoder) {
 			return
 		}
 	}
+}
+
+// frameRate counts a spoke's requests in a one-second window that also
+// restarts with every step the hub starts, so a fast, well-behaved spoke is
+// never mistaken for a flood while one that floods within a step is.
+type frameRate struct {
+	mu    sync.Mutex
+	start time.Time
+	count int
+}
+
+func (r *frameRate) reset() {
+	r.mu.Lock()
+	r.start, r.count = time.Now(), 0
+	r.mu.Unlock()
+}
+
+// allow counts one frame and reports whether the spoke is within limit.
+func (r *frameRate) allow(limit int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now := time.Now(); now.Sub(r.start) > time.Second {
+		r.start, r.count = now, 0
+	}
+	r.count++
+	return r.count <= limit
 }
 
 // maxLogLine bounds one forwarded log line; a child cannot flood our logs
@@ -591,6 +625,7 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 	}
 	p.nextID++
 	stepID := p.nextID
+	p.rate.reset()
 	body, err := json.Marshal(step)
 	if err != nil {
 		return Result{}, fmt.Errorf("failed to encode step: %w", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/spoke/spoketest"
 )
 
 // binary is the secgpt binary under test, built by TestMain without the race
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
-		build := exec.Command(goTool, "build", "-o", binary, ".")
+		build := exec.Command(goTool, append(append([]string{"build"}, spoketest.BuildArgs...), "-o", binary, ".")...)
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "failed to build secgpt: %v\n%s", err, out)
 			return 1
