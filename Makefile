@@ -8,6 +8,7 @@ TAGS = goolm,netgo,osusergo,sqlite_omit_load_extension
 LDFLAGS = -linkmode external -extldflags -static
 
 build:
+	scripts/deps.sh
 	CGO_ENABLED=1 go build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o bin/secgpt ./cmd/secgpt
 
 # The terminal assistant (the model endpoint from the environment, or the

@@ -77,6 +77,10 @@ type Function struct {
 	// schemas (numbers, enums, bounded strings) so that free text cannot ride
 	// along with a result that crosses to another app.
 	Response json.RawMessage `json:"response"`
+	// Irreversible marks a function whose effect cannot be undone (sending,
+	// deleting, booking, paying). The user is asked every time it runs: no
+	// stored grant covers it.
+	Irreversible bool `json:"irreversible,omitempty"`
 }
 
 // IsAnnotation reports whether the app is an annotation app.

@@ -138,13 +138,10 @@ func (b *broker) admit(ctx context.Context, tc llm.ToolCall) string {
 	return "not part of the plan for the user's request, and not allowed by the user"
 }
 
-// outOfPlan applies the configured policy to a request the plan did not name.
+// outOfPlan puts a request the plan did not name to the configured policy.
 func (b *broker) outOfPlan(ctx context.Context, req ConsentRequest) bool {
-	if b.h.opts.OutOfPlan != OutOfPlanAsk {
-		b.h.audit(ctx, b.q, req, subject(req), DecisionDeny, "policy")
-		return false
-	}
 	req.InPlan = false
+	req.Irreversible = b.h.catalog.irreversible(req.App, req.Function)
 	return b.h.decide(ctx, b.q, req)
 }
 
@@ -197,7 +194,7 @@ func (b *broker) CallApp(ctx context.Context, c spoke.AppCall) (spoke.AppCallRep
 			return spoke.AppCallReply{}, fmt.Errorf("%s may not use %s: not part of the plan, and not allowed by the user", b.app, c.Tool)
 		}
 		b.q.caps.grantCall(b.app, spec.Name, f.Name)
-	} else if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: c.Args, InPlan: planned}) {
+	} else if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: c.Args, InPlan: planned, Irreversible: f.Irreversible}) {
 		return spoke.AppCallReply{}, fmt.Errorf("the user did not allow %s to use %s", b.app, spec.Name)
 	}
 	if err := apps.ValidateDocument(f.Request, c.Args); err != nil {

@@ -53,6 +53,12 @@ func (c *catalog) spec(name string) (apps.Spec, bool) {
 	return s, ok
 }
 
+// irreversible reports whether app's function fn cannot be undone.
+func (c *catalog) irreversible(app, fn string) bool {
+	f, _ := c.specs[app].Function(fn)
+	return f.Irreversible
+}
+
 // otherTools lists the tool names of every installed function but app's.
 func (c *catalog) otherTools(app string) []string {
 	var out []string

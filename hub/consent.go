@@ -73,14 +73,18 @@ type ConsentRequest struct {
 	Data       []DataItem      `json:"data,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	// InPlan is false for anything the plan did not name; Warning says so.
-	InPlan  bool   `json:"in_plan"`
-	Warning string `json:"warning,omitempty"`
+	InPlan bool `json:"in_plan"`
+	// Irreversible is set when the function's effect cannot be undone: the
+	// user is asked every time, and no stored grant answers.
+	Irreversible bool   `json:"irreversible,omitempty"`
+	Warning      string `json:"warning,omitempty"`
 	// Query is the user's request that caused this question.
 	Query string `json:"query"`
 	// Summary is the question in plain words.
 	Summary string `json:"summary"`
 	// Choices are the answers this request accepts; anything else is deny.
-	// Requests outside the plan can only be allowed once.
+	// Calls outside the plan and irreversible actions can only be allowed
+	// once.
 	Choices  []Decision `json:"choices"`
 	Deadline time.Time  `json:"deadline"`
 }
@@ -93,9 +97,18 @@ type Consenter interface {
 }
 
 var (
-	inPlanChoices  = []Decision{DecisionOnce, DecisionSession, DecisionAlways, DecisionDeny, DecisionNever}
-	outPlanChoices = []Decision{DecisionOnce, DecisionDeny}
+	durableChoices = []Decision{DecisionOnce, DecisionSession, DecisionAlways, DecisionDeny, DecisionNever}
+	onceChoices    = []Decision{DecisionOnce, DecisionDeny}
 )
+
+// durable reports whether a stored grant may answer req and whether the
+// user may give one. Calls outside the plan are never durable: they are by
+// definition not what the user asked for. Data grants are, because their
+// subject is the fingerprint of exactly the data shown. Irreversible
+// actions never are.
+func durable(req ConsentRequest) bool {
+	return (req.InPlan || req.Category == CategoryData) && !req.Irreversible
+}
 
 // AllowPlanned is the consent policy for scripts and the case studies: it
 // grants, once, what the plan names, and denies everything else, including
@@ -153,8 +166,8 @@ func (h *Hub) version(names ...string) string {
 }
 
 // decide answers one consent request: from this query's earlier answers,
-// from a stored grant (only for requests the plan names), or by asking. It
-// fails closed and audits every decision.
+// from a stored grant (only where durable allows), or by asking. It fails
+// closed, and audits and records every decision.
 func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 	req.ID = randomID()
 	req.QueryID, req.User, req.Query = q.id, q.user, q.text
@@ -164,28 +177,34 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 	if !req.InPlan && req.Warning == "" {
 		req.Warning = "This is not part of the plan for your request."
 	}
+	req.Choices = onceChoices
+	if durable(req) {
+		req.Choices = durableChoices
+	}
 	req.Summary = summarize(req)
 	log := zerolog.Ctx(ctx).With().Str("category", string(req.Category)).Str("subject", subj).Bool("in_plan", req.InPlan).Logger()
+	conclude := func(d Decision, source string) bool {
+		h.audit(ctx, q, req, subj, d, source)
+		q.recordConsent(req, subj, d, source)
+		log.Info().Str("decision", string(d)).Str("source", source).Msg("Consent decided")
+		return d == DecisionOnce || d == DecisionSession || d == DecisionAlways
+	}
 
 	if q.onceGranted(onceKey) {
-		h.audit(ctx, q, req, subj, DecisionOnce, "request")
-		return true
+		return conclude(DecisionOnce, "request")
 	}
-	if req.InPlan {
+	if !req.InPlan && req.Category != CategoryData && h.opts.OutOfPlan != OutOfPlanAsk {
+		return conclude(DecisionDeny, "policy")
+	}
+	if durable(req) {
 		g, found, err := h.store.FindGrant(ctx, q.user, string(req.Category), subj, req.AppVersion, q.session)
 		if err != nil {
 			log.Error().Err(err).Msg("Failed to read grants; denying")
-			h.audit(ctx, q, req, subj, DecisionDeny, "error")
-			return false
+			return conclude(DecisionDeny, "error")
 		}
 		if found {
-			d := Decision(g.Duration)
-			h.audit(ctx, q, req, subj, d, "stored")
-			return d != DecisionNever
+			return conclude(Decision(g.Duration), "stored")
 		}
-		req.Choices = inPlanChoices
-	} else {
-		req.Choices = outPlanChoices
 	}
 
 	askCtx, cancel := context.WithTimeout(ctx, h.opts.ConsentTimeout)
@@ -203,7 +222,6 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 		log.Warn().Str("decision", string(d)).Msg("Answer not among the choices; denying")
 		d, source = DecisionDeny, "invalid"
 	}
-	allowed := d == DecisionOnce || d == DecisionSession || d == DecisionAlways
 	if d == DecisionSession || d == DecisionAlways || d == DecisionNever {
 		g := store.Grant{User: q.user, Category: string(req.Category), Subject: subj, AppVersion: req.AppVersion, Duration: string(d)}
 		if d == DecisionSession {
@@ -214,13 +232,10 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 			log.Error().Err(err).Msg("Failed to store grant")
 		}
 	}
-	if allowed {
+	if d == DecisionOnce || d == DecisionSession || d == DecisionAlways {
 		q.grantOnce(onceKey)
 	}
-	h.audit(ctx, q, req, subj, d, source)
-	q.recordConsent(req, subj, d, source)
-	log.Info().Str("decision", string(d)).Str("source", source).Msg("Consent decided")
-	return allowed
+	return conclude(d, source)
 }
 
 func (h *Hub) audit(ctx context.Context, q *query, req ConsentRequest, subj string, d Decision, source string) {
@@ -233,9 +248,6 @@ func (h *Hub) audit(ctx context.Context, q *query, req ConsentRequest, subj stri
 	})
 	if err != nil {
 		zerolog.Ctx(ctx).Error().Err(err).Msg("Failed to write audit log")
-	}
-	if source == "stored" || source == "request" {
-		q.recordConsent(req, subj, d, source)
 	}
 }
 
@@ -259,6 +271,9 @@ func summarize(req ConsentRequest) string {
 		}
 	case CategoryCollab:
 		fmt.Fprintf(&b, "Give the result of %q to the app %q: %s.", req.Source, req.App, showJSON(req.Result))
+	}
+	if req.Irreversible {
+		b.WriteString(" This cannot be undone.")
 	}
 	return b.String()
 }

@@ -84,7 +84,9 @@ type Options struct {
 	OutOfPlan OutOfPlan
 
 	ConsentTimeout time.Duration // default 5 min
-	StepTimeout    time.Duration // default 2 min
+	// RequestTimeout bounds a whole query, model calls and consent waits
+	// included; each spoke's own time per step is bounded by the runner.
+	RequestTimeout time.Duration // default 15 min
 	SessionIdle    time.Duration // default 1 h
 
 	MaxQueryBytes       int // default 8 KiB
@@ -111,7 +113,7 @@ func (o *Options) setDefaults() {
 		}
 	}
 	def(&o.ConsentTimeout, 5*time.Minute)
-	def(&o.StepTimeout, 2*time.Minute)
+	def(&o.RequestTimeout, 15*time.Minute)
 	def(&o.SessionIdle, time.Hour)
 	defInt(&o.MaxQueryBytes, 8<<10)
 	defInt(&o.MaxPlanSteps, 8)
@@ -356,6 +358,8 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 	q.record = &Record{QueryID: q.id, User: q.user, Query: text}
 	log := h.log.With().Str("user", q.user).Str("query_id", q.id).Logger()
 	ctx = log.WithContext(ctx)
+	ctx, cancel := context.WithTimeout(ctx, h.opts.RequestTimeout)
+	defer cancel()
 	start := time.Now()
 
 	history, err := h.store.HubMemory(ctx, q.user, h.opts.HistoryEntries)

@@ -162,6 +162,86 @@ func TestDataNotInTheQueryNeedsAConsentThatShowsIt(t *testing.T) {
 	}
 }
 
+func TestIrreversibleActionsAreAskedEveryTime(t *testing.T) {
+	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"health_companion", "travel_mate"}})
+	rec := &hubtest.Recorder{Decide: func(r hub.ConsentRequest) hub.Decision {
+		if slices.Contains(r.Choices, hub.DecisionAlways) {
+			return hub.DecisionAlways
+		}
+		return hub.DecisionOnce
+	}}
+	ask(t, sys, alice, flightQuery, rec)
+	ask(t, sys, alice, flightQuery, rec)
+	var execs int
+	for _, r := range rec.Requests() {
+		if r.Category != hub.CategoryExec {
+			continue
+		}
+		execs++
+		if !r.Irreversible || !slices.Equal(r.Choices, []hub.Decision{hub.DecisionOnce, hub.DecisionDeny}) || !strings.Contains(r.Summary, "cannot be undone") {
+			t.Fatalf("booking consent %+v: want irreversible, once/deny only", r)
+		}
+	}
+	if execs != 2 {
+		t.Fatalf("booking asked %d times for 2 bookings; no stored grant may answer an irreversible action", execs)
+	}
+	grants, _ := sys.Hub.Grants(context.Background(), alice)
+	if len(grants) != 0 {
+		t.Fatalf("an irreversible action left a stored grant: %+v", grants)
+	}
+}
+
+func TestDataGrantsAreDurableForExactlyTheDataShown(t *testing.T) {
+	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"health_companion", "travel_mate"}})
+	rec := &hubtest.Recorder{Decide: func(r hub.ConsentRequest) hub.Decision {
+		if r.Category == hub.CategoryData {
+			return hub.DecisionAlways
+		}
+		return hub.DecisionOnce
+	}}
+	ask(t, sys, alice, healthQuery, rec)
+	ask(t, sys, alice, flightQuery, rec)
+	ask(t, sys, alice, flightQuery, rec)
+	var data []hub.ConsentRequest
+	for _, r := range rec.Requests() {
+		if r.Category == hub.CategoryData {
+			data = append(data, r)
+		}
+	}
+	if len(data) != 1 || !slices.Contains(data[0].Choices, hub.DecisionAlways) {
+		t.Fatalf("data consents = %+v, want one durable question for the same data", data)
+	}
+	// Different data is a different question.
+	ask(t, sys, alice, "Use health_companion to book an appointment: name = 'Michael Smith', date = 'July 2nd', city = 'Irvine', symptoms = 'a sprained ankle'.", rec)
+	ask(t, sys, alice, flightQuery, rec)
+	n := 0
+	for _, r := range rec.Requests() {
+		if r.Category == hub.CategoryData {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("data consents after new data = %d, want 2", n)
+	}
+}
+
+func TestConsentTimeIsNotTheSpokesTime(t *testing.T) {
+	sys := hubtest.NewSystem(t, hubtest.Options{
+		Apps:   []string{"email", "drive"},
+		Spokes: func(o *spoke.Options) { o.StepTimeout = 300 * time.Millisecond },
+	})
+	seedMailbox(t, sys)
+	slowUser := &hubtest.Recorder{Decide: func(r hub.ConsentRequest) hub.Decision {
+		time.Sleep(250 * time.Millisecond)
+		d, _ := hub.AllowPlanned{}.Ask(context.Background(), r)
+		return d
+	}}
+	reply := ask(t, sys, alice, "Summarize the newest email.", slowUser)
+	if !strings.Contains(reply.Answer, "Your account summary") {
+		t.Fatalf("answer = %q", reply.Answer)
+	}
+}
+
 func TestStoredGrantsAnswerLaterRequestsUntilRevoked(t *testing.T) {
 	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"metro_hail", "quick_ride"}})
 	rec := &hubtest.Recorder{Decide: func(hub.ConsentRequest) hub.Decision { return hub.DecisionAlways }}
@@ -241,8 +321,7 @@ func TestFaultySpokeNeverHarmsTheHub(t *testing.T) {
 	}
 	sys := hubtest.NewSystem(t, hubtest.Options{
 		Apps:   []string{"faulty", "metro_hail"},
-		Hub:    func(o *hub.Options) { o.StepTimeout = 2 * time.Second },
-		Spokes: func(o *spoke.Options) { o.MaxFramesPerSecond = 200 },
+		Spokes: func(o *spoke.Options) { o.MaxFramesPerSecond, o.StepTimeout = 200, 2*time.Second },
 	})
 	ctx := context.Background()
 	// State that must survive every fault.

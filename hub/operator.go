@@ -99,15 +99,17 @@ func planApps(steps []PlanStep) []string {
 func (h *Hub) execRequest(q *query, steps []PlanStep, app string) ConsentRequest {
 	var fns []string
 	var args json.RawMessage
+	irreversible := false
 	for _, s := range steps {
 		if s.App == app {
 			fns = append(fns, s.Function)
+			irreversible = irreversible || h.catalog.irreversible(app, s.Function)
 			if args == nil {
 				args = s.Args
 			}
 		}
 	}
-	req := ConsentRequest{Category: CategoryExec, App: app, Function: strings.Join(fns, ", "), Args: args, InPlan: true}
+	req := ConsentRequest{Category: CategoryExec, App: app, Function: strings.Join(fns, ", "), Args: args, InPlan: true, Irreversible: irreversible}
 	if len(steps) == 1 {
 		req.Warning = ""
 		req.Data = []DataItem{{Field: "your request", Value: q.text}}
@@ -320,11 +322,9 @@ func (h *Hub) answerVanilla(ctx context.Context, q *query, step spoke.Step) (str
 	return res.Answer, nil
 }
 
-// run runs a step on the spoke of (user, app, session) under the step
-// deadline, turning faults into messages that name the app.
+// run runs a step on the spoke of (user, app, session), turning faults
+// into messages that name the app.
 func (h *Hub) run(ctx context.Context, q *query, app string, step spoke.Step, b *broker) (spoke.Result, spoke.Info, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.opts.StepTimeout)
-	defer cancel()
 	res, info, err := h.runner.Run(ctx, spoke.Key{User: q.user, App: app, Session: q.session}, step, b)
 	if info.PID != 0 {
 		name := app

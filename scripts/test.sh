@@ -6,11 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# libseccomp headers for the sandbox (cgo).
-if ! pkg-config --exists libseccomp 2>/dev/null; then
-  echo "== installing libseccomp-dev"
-  apt-get update -qq && apt-get install -y -qq libseccomp-dev pkg-config >/dev/null
-fi
+# libseccomp for the sandbox (cgo).
+scripts/deps.sh
 
 # The homeserver for the end-to-end tests, cached outside the repository.
 echo "== Dendrite"

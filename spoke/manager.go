@@ -93,6 +93,8 @@ var (
 	ErrProtocol = errors.New("protocol violation")
 	// ErrFlood: the spoke sent frames faster than allowed and was killed.
 	ErrFlood = errors.New("frame flood")
+	// ErrCancelled: the caller cancelled the step and the spoke was stopped.
+	ErrCancelled = errors.New("cancelled")
 	// ErrClosed: the manager is closed.
 	ErrClosed = errors.New("spoke manager closed")
 )
@@ -110,6 +112,10 @@ type Options struct {
 	MaxFrame int
 	// StartTimeout bounds spawn to ready; default 5 s.
 	StartTimeout time.Duration
+	// StepTimeout bounds the time a spoke itself spends on one step, not
+	// counting the time the hub takes to answer its requests (model calls,
+	// the user's consent); default 2 min. The caller's ctx bounds the whole.
+	StepTimeout time.Duration
 	// IdleTimeout stops a spoke unused for this long; default 10 min.
 	IdleTimeout time.Duration
 	// MaxFramesPerSecond kills a spoke that sends more, averaged over a
@@ -147,6 +153,9 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 5 * time.Second
+	}
+	if opts.StepTimeout <= 0 {
+		opts.StepTimeout = 2 * time.Minute
 	}
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 10 * time.Minute
@@ -377,6 +386,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 		dead:     make(chan struct{}),
 		busy:     make(chan struct{}, 1),
 		maxRate:  m.opts.MaxFramesPerSecond,
+		stepTime: m.opts.StepTimeout,
 		lastUsed: time.Now(),
 	}
 	p.log = m.opts.Log.With().Str("user", key.User).Str("app", key.appLabel()).Int("spoke_pid", p.pid).Logger()
@@ -418,10 +428,11 @@ type process struct {
 
 	startup time.Duration // spawn to ready
 
-	busy    chan struct{}
-	nextID  uint64
-	maxRate int
-	rate    frameRate
+	busy     chan struct{}
+	nextID   uint64
+	maxRate  int
+	stepTime time.Duration
+	rate     frameRate
 
 	dead      chan struct{}
 	deathOnce sync.Once
@@ -606,6 +617,8 @@ func describeDeath(cause error) string {
 		return "flooded the channel and was stopped"
 	case errors.Is(cause, ErrDeadline):
 		return "did not finish in time and was stopped"
+	case errors.Is(cause, ErrCancelled):
+		return "was stopped: the request was cancelled"
 	default:
 		return "crashed"
 	}
@@ -633,16 +646,31 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 	if err := p.enc.Encode(Frame{Kind: KindStep, ID: stepID, Body: body}); err != nil {
 		return fail("could not be reached", fmt.Errorf("%w: %v", ErrCrashed, err))
 	}
+	// budget is the spoke's own time left: it runs down only while the hub
+	// waits for the spoke, not while the hub serves the spoke's requests.
+	budget := p.stepTime
+	timer := time.NewTimer(budget)
+	defer timer.Stop()
 	for {
 		var f Frame
 		var ok bool
+		waited := time.Now()
 		select {
 		case f, ok = <-p.frames:
 			if !ok {
 				cause := p.deathCause()
 				return fail(describeDeath(cause), cause)
 			}
+		case <-timer.C:
+			return fail("did not finish in time and was stopped", ErrDeadline)
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return fail("was stopped: the request was cancelled", ErrCancelled)
+			}
+			return fail("did not finish in time and was stopped", ErrDeadline)
+		}
+		timer.Stop()
+		if budget -= time.Since(waited); budget <= 0 {
 			return fail("did not finish in time and was stopped", ErrDeadline)
 		}
 		switch f.Kind {
@@ -662,6 +690,7 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 			if errors.Is(err, ErrProtocol) {
 				return fail("sent a malformed request and was stopped", err)
 			}
+			timer.Reset(budget)
 			err = p.enc.Encode(reply)
 			if errors.Is(err, ErrFrameTooLarge) {
 				reply.Body, reply.Error = nil, "the reply was larger than the channel allows"

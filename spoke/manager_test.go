@@ -236,6 +236,40 @@ func TestFaultsKillOnlyTheSpoke(t *testing.T) {
 	}
 }
 
+// TestStepTimeCountsOnlyTheSpoke: time the hub spends answering (a slow
+// model, a user thinking about a consent) is not the spoke's; time the spoke
+// spends on its own is.
+func TestStepTimeCountsOnlyTheSpoke(t *testing.T) {
+	m := newManager(t, spoke.Options{StepTimeout: 300 * time.Millisecond})
+	slow := &handler{complete: func(spoke.LLMRequest) (spoke.LLMReply, error) {
+		time.Sleep(500 * time.Millisecond)
+		return spoke.LLMReply{Message: llm.Message{Role: llm.RoleAssistant, Content: "slow but fine"}}, nil
+	}}
+	s := step("say", `{"text":"hi"}`)
+	s.Answer = true
+	res, _, err := m.Run(context.Background(), key("@a:x", "echo"), s, slow)
+	if err != nil || res.Answer != "slow but fine" {
+		t.Fatalf("a slow hub killed the spoke: %+v, %v", res, err)
+	}
+	start := time.Now()
+	_, _, err = m.Run(context.Background(), key("@a:x", "faulty"), step("hang", `{}`), &handler{})
+	if !errors.Is(err, spoke.ErrDeadline) || time.Since(start) > 3*time.Second {
+		t.Fatalf("hanging spoke: err = %v after %s, want a deadline kill after about 300ms", err, time.Since(start))
+	}
+}
+
+func TestCancelledStepStopsTheSpoke(t *testing.T) {
+	m := newManager(t, spoke.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, info, err := m.Run(ctx, key("@a:x", "faulty"), step("hang", `{}`), &handler{})
+	var f *spoke.Failure
+	if !errors.As(err, &f) || !errors.Is(err, spoke.ErrCancelled) || !strings.Contains(f.Message, "cancelled") {
+		t.Fatalf("Run() error = %v, want a cancellation", err)
+	}
+	waitGone(t, info.PID)
+}
+
 func TestAppPanicIsAFailedCallNotADeadSpoke(t *testing.T) {
 	m := newManager(t, spoke.Options{})
 	res, info, err := m.Run(context.Background(), key("@a:x", "faulty"), step("panic", `{}`), &handler{})

@@ -81,8 +81,9 @@ var healthCompanion = &app{spec: apps.Spec{
 		Name: bookFunction,
 		Description: "Books a doctor's appointment in the given city on the given date, " +
 			"choosing the specialist from the symptoms. Returns the booking reference, time and doctor.",
-		Request:  json.RawMessage(bookRequest),
-		Response: json.RawMessage(bookResponse),
+		Request:      json.RawMessage(bookRequest),
+		Response:     json.RawMessage(bookResponse),
+		Irreversible: true,
 	}},
 	Profile: apps.ProfileStrict,
 }}

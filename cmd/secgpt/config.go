@@ -65,6 +65,7 @@ type ConsentConfig struct {
 }
 
 type DeadlinesConfig struct {
+	Request    time.Duration `yaml:"request"`
 	Step       time.Duration `yaml:"step"`
 	SpokeStart time.Duration `yaml:"spoke_start"`
 }
@@ -147,7 +148,7 @@ func defaultConfig() Config {
 		Database:  filepath.Join(dataDir, "secgpt.db"),
 		Apps:      AppsConfig{Installed: installed},
 		Consent:   ConsentConfig{OutOfPlan: "ask", Timeout: 5 * time.Minute},
-		Deadlines: DeadlinesConfig{Step: 2 * time.Minute, SpokeStart: 5 * time.Second},
+		Deadlines: DeadlinesConfig{Request: 15 * time.Minute, Step: 2 * time.Minute, SpokeStart: 5 * time.Second},
 		Sessions:  SessionsConfig{IdleTimeout: time.Hour},
 		Spokes: SpokesConfig{
 			IdleTimeout: 10 * time.Minute, MaxFrameBytes: 1 << 20, MaxFramesPerSecond: 500,
@@ -308,7 +309,7 @@ func (c *Config) validate() error {
 		field string
 		v     time.Duration
 	}{
-		{"consent.timeout", c.Consent.Timeout}, {"deadlines.step", c.Deadlines.Step},
+		{"consent.timeout", c.Consent.Timeout}, {"deadlines.request", c.Deadlines.Request}, {"deadlines.step", c.Deadlines.Step},
 		{"deadlines.spoke_start", c.Deadlines.SpokeStart}, {"sessions.idle_timeout", c.Sessions.IdleTimeout},
 		{"spokes.idle_timeout", c.Spokes.IdleTimeout},
 	} {
