@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 
 	"github.com/rs/zerolog"
@@ -226,10 +227,17 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 	var resp spoke.HTTPResponse
 	err := errors.New("network access is not available to apps")
 	if b.h.opts.Egress != nil {
-		resp, err = b.h.opts.Egress.Do(ctx, spec.Egress, r)
+		release, ok := b.h.egressSlot(ctx, b.q.user, b.app)
+		if !ok {
+			err = fmt.Errorf("%s has too many requests in flight", b.app)
+		} else {
+			resp, err = b.h.opts.Egress.Do(ctx, spec.Egress, r)
+			release()
+		}
 	}
-	// Every request, allowed or refused, goes to the audit log.
-	detail := map[string]any{"method": r.Method, "url": truncate(r.URL, 500)}
+	// Every request, allowed or refused, goes to the audit log, without
+	// credentials or query strings an app may have put in the URL.
+	detail := map[string]any{"method": truncate(r.Method, 16), "url": redactURL(r.URL)}
 	decision := "allow"
 	if err != nil {
 		decision, detail["reason"] = "deny", err.Error()
@@ -245,6 +253,42 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 	}
 	zerolog.Ctx(ctx).Info().Str("app", b.app).Str("decision", decision).RawJSON("request", d).Msg("Egress request")
 	return resp, err
+}
+
+// redactURL keeps scheme, host and path of a URL for the log.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	u.Fragment = ""
+	return truncate(u.String(), 500)
+}
+
+// egressSlotsPerApp bounds one (user, app)'s requests in flight, so one app
+// cannot hold all of the broker's capacity.
+const egressSlotsPerApp = 4
+
+// egressSlot waits for one of the (user, app)'s egress slots.
+func (h *Hub) egressSlot(ctx context.Context, user, app string) (func(), bool) {
+	h.egressMu.Lock()
+	key := user + "\x00" + app
+	slots, ok := h.egressSlots[key]
+	if !ok {
+		slots = make(chan struct{}, egressSlotsPerApp)
+		h.egressSlots[key] = slots
+	}
+	h.egressMu.Unlock()
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, true
+	case <-ctx.Done():
+		return nil, false
+	}
 }
 
 // AppendMemory adds to the spoke's own (user, app) memory.

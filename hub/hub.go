@@ -139,6 +139,9 @@ type Hub struct {
 
 	userMu sync.Mutex
 	users  map[string]*sync.Mutex
+
+	egressMu    sync.Mutex
+	egressSlots map[string]chan struct{}
 }
 
 // New returns a Hub. A hub starting up ends every earlier session: session
@@ -160,7 +163,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	}
 	return &Hub{
 		opts: opts, store: opts.Store, llm: opts.LLM, runner: opts.Runner,
-		catalog: cat, log: opts.Log, users: map[string]*sync.Mutex{},
+		catalog: cat, log: opts.Log, users: map[string]*sync.Mutex{}, egressSlots: map[string]chan struct{}{},
 	}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/hub/egress"
 	"github.com/secgpt/secgpt/llm"
 	"github.com/secgpt/secgpt/llm/simulator"
 	"github.com/secgpt/secgpt/sandbox"
@@ -200,9 +201,15 @@ func newSpokeManager(cfg Config, log zerolog.Logger) (*spoke.Manager, error) {
 	})
 }
 
+// newEgress is the hub's egress broker. A response travels base64 in a JSON
+// frame, so its body is bounded well under the frame limit.
+func newEgress(cfg Config) *egress.Broker {
+	return egress.New(egress.Options{MaxResponseBytes: int64(cfg.Spokes.MaxFrameBytes) * 6 / 10})
+}
+
 func newHub(ctx context.Context, cfg Config, st *store.Store, model *llm.Client, runner hub.Runner, specs []apps.Spec, log zerolog.Logger) (*hub.Hub, error) {
 	return hub.New(ctx, hub.Options{
-		Store: st, LLM: model, Runner: runner, Apps: specs,
+		Store: st, LLM: model, Runner: runner, Apps: specs, Egress: newEgress(cfg),
 		Models: hub.Models{
 			Planner: cfg.LLM.Models.Planner, Spoke: cfg.LLM.Models.Spoke,
 			Vanilla: cfg.LLM.Models.Vanilla, Apps: cfg.LLM.Models.Apps,
