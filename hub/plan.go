@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 
@@ -127,12 +126,7 @@ func (s PlanStep) deps() []string {
 		from, _, _ := strings.Cut(src, ".")
 		set[from] = true
 	}
-	out := make([]string, 0, len(set))
-	for d := range set {
-		out = append(out, d)
-	}
-	sort.Strings(out)
-	return out
+	return sortedKeys(set)
 }
 
 func findCycle(p Plan) string {

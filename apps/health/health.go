@@ -10,7 +10,6 @@ package health
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -123,24 +122,18 @@ func (a *app) Call(ctx context.Context, env apps.Env, function string, args json
 	}
 	// Hash the decoded request, not the argument text, so that spacing or
 	// key order does not change the booking.
-	canonical, err := json.Marshal(req)
+	sum, err := apps.Digest(req)
 	if err != nil {
-		return nil, fmt.Errorf("failed to encode %s arguments: %w", bookFunction, err)
+		return nil, err
 	}
-	sum := sha256.Sum256(canonical)
 	appt := appointment{
 		Reference:      "HC-" + strings.ToUpper(hex.EncodeToString(sum[:4])),
 		bookingRequest: req,
 		Time:           slots[int(sum[4])%len(slots)],
 		Doctor:         doctorFor(req.Symptoms),
 	}
-
-	body, err := json.Marshal(appt)
-	if err != nil {
-		return nil, fmt.Errorf("failed to encode appointment: %w", err)
-	}
-	if err := env.Data().Put(ctx, appointments, appt.Reference, body); err != nil {
-		return nil, fmt.Errorf("failed to store appointment: %w", err)
+	if err := apps.PutJSON(ctx, env.Data(), appointments, appt.Reference, appt); err != nil {
+		return nil, err
 	}
 	env.Log().Info().Str("reference", appt.Reference).Msg("Booked appointment")
 

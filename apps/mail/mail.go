@@ -382,12 +382,8 @@ func sendEmail(ctx context.Context, env apps.Env, to, subject, body string) (sta
 		Date:    time.Now().UTC().Format(time.RFC3339),
 		Body:    body,
 	}
-	doc, err := json.Marshal(m)
-	if err != nil {
-		return status{}, fmt.Errorf("failed to encode email: %w", err)
-	}
-	if err := env.Data().Put(ctx, sent, m.ID, doc); err != nil {
-		return status{}, fmt.Errorf("failed to store sent email: %w", err)
+	if err := apps.PutJSON(ctx, env.Data(), sent, m.ID, m); err != nil {
+		return status{}, err
 	}
 	env.Log().Info().Str("email_id", m.ID).Msg("Sent email")
 	return status{ID: m.ID, Status: "sent"}, nil

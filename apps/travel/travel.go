@@ -9,7 +9,6 @@ package travel
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -113,23 +112,17 @@ func (a *app) Call(ctx context.Context, env apps.Env, function string, args json
 	}
 	// Hash the decoded request, not the argument text, so that spacing or
 	// key order does not change the booking.
-	canonical, err := json.Marshal(req)
+	sum, err := apps.Digest(req)
 	if err != nil {
-		return nil, fmt.Errorf("failed to encode %s arguments: %w", bookFunction, err)
+		return nil, err
 	}
-	sum := sha256.Sum256(canonical)
 	b := booking{
 		Reference:     "TM" + strings.ToUpper(hex.EncodeToString(sum[:3])),
 		flightRequest: req,
 		Status:        "confirmed",
 	}
-
-	body, err := json.Marshal(b)
-	if err != nil {
-		return nil, fmt.Errorf("failed to encode booking: %w", err)
-	}
-	if err := env.Data().Put(ctx, bookings, b.Reference, body); err != nil {
-		return nil, fmt.Errorf("failed to store booking: %w", err)
+	if err := apps.PutJSON(ctx, env.Data(), bookings, b.Reference, b); err != nil {
+		return nil, err
 	}
 	env.Log().Info().Str("reference", b.Reference).Msg("Booked flight")
 
