@@ -9,4 +9,5 @@ import (
 	_ "github.com/secgpt/secgpt/apps/mail"       // email, drive
 	_ "github.com/secgpt/secgpt/apps/ride"       // metro_hail, quick_ride
 	_ "github.com/secgpt/secgpt/apps/travel"     // travel_mate
+	_ "github.com/secgpt/secgpt/apps/weather"    // weather
 )

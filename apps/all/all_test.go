@@ -10,6 +10,7 @@ import (
 	"github.com/secgpt/secgpt/apps"
 	_ "github.com/secgpt/secgpt/apps/all"
 	"github.com/secgpt/secgpt/apps/appstest"
+	"github.com/secgpt/secgpt/hub/egress"
 )
 
 // wantTools is every built-in tool name, as models see them.
@@ -25,6 +26,7 @@ var wantTools = []string{
 	"quick_ride__estimate_fare",
 	"symptom_solver__respond",
 	"travel_mate__book_flight",
+	"weather__current_weather",
 }
 
 func TestBuiltinTools(t *testing.T) {
@@ -52,9 +54,15 @@ func TestBuiltinSpecs(t *testing.T) {
 			if err := spec.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			if spec.Version != "1.0.0" || spec.Profile != apps.ProfileStrict || len(spec.Egress) != 0 || spec.Identity != "" {
-				t.Errorf("version %q profile %q egress %v identity %q; want 1.0.0, strict, none, none",
-					spec.Version, spec.Profile, spec.Egress, spec.Identity)
+			if spec.Version != "1.0.0" || spec.Profile != apps.ProfileStrict || spec.Identity != "" {
+				t.Errorf("version %q profile %q identity %q; want 1.0.0, strict, none", spec.Version, spec.Profile, spec.Identity)
+			}
+			// Egress is declared as registrable domains, which is all the
+			// broker matches: anything else would silently match nothing.
+			for _, d := range spec.Egress {
+				if rd, err := egress.RegistrableDomain(d); err != nil || rd != d {
+					t.Errorf("egress entry %q is not a registrable domain (%q, %v)", d, rd, err)
+				}
 			}
 			if got, ok := apps.Lookup(spec.Name); !ok || got != a {
 				t.Errorf("Lookup(%q) does not return the app", spec.Name)

@@ -61,6 +61,10 @@ func (e *Env) Store() *Store { return e.store }
 // ErrEgressRefused.
 func (e *Env) HTTP() *http.Client { return e.client }
 
+// SetHTTP replaces the refusing client, for an app test that serves the
+// app's upstream itself (an httptest server behind the given transport).
+func (e *Env) SetHTTP(c *http.Client) { e.client = c }
+
 // Log returns the logger that writes to the Env's log buffer.
 func (e *Env) Log() *zerolog.Logger { return &e.log }
 

@@ -1,0 +1,112 @@
+package hub_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/hub/egress"
+	"github.com/secgpt/secgpt/hub/hubtest"
+)
+
+// tlsServerFor serves handler over TLS with a certificate for names.
+func tlsServerFor(t *testing.T, handler http.Handler, names ...string) (*httptest.Server, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(handler)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return srv, pool
+}
+
+// publicResolver answers every name with one public address, standing in
+// for DNS on a machine without it; the broker still checks that address.
+type publicResolver struct{}
+
+func (publicResolver) LookupIPAddr(context.Context, string) ([]net.IPAddr, error) {
+	return []net.IPAddr{{IP: net.ParseIP("93.184.216.34")}}, nil
+}
+
+func TestAppHTTPGoesThroughTheEgressBroker(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	upstream, pool := tlsServerFor(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Host+r.URL.Path)
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/v1/search":
+			_, _ = w.Write([]byte(`{"results":[{"name":"Paris","country":"France","latitude":48.8534,"longitude":2.3488}]}`))
+		case "/v1/forecast":
+			_, _ = w.Write([]byte(`{"current":{"temperature_2m":17.26,"wind_speed_10m":11.04,"weather_code":61}}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}), "*.open-meteo.com")
+	broker := egress.New(egress.Options{
+		Resolver: publicResolver{},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, upstream.Listener.Addr().String())
+		},
+		RootCAs: pool,
+	})
+	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"weather"}, Hub: func(o *hub.Options) { o.Egress = broker }})
+	reply := ask(t, sys, alice, "Use weather for 'Paris'.", hub.AllowPlanned{})
+	if !strings.Contains(reply.Answer, "temperature_c = 17.3") || !strings.Contains(reply.Answer, "conditions = rain") {
+		t.Fatalf("answer = %q", reply.Answer)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, " ") != "geocoding-api.open-meteo.com/v1/search api.open-meteo.com/v1/forecast" {
+		t.Fatalf("upstream saw %v", seen)
+	}
+	audit, err := sys.Hub.Audit(context.Background(), alice, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := 0
+	for _, e := range audit {
+		if e.Category == "egress" && e.Decision == "allow" && e.Subject == "weather" {
+			allowed++
+			if strings.Contains(e.Detail, "latitude") {
+				t.Errorf("the audit log keeps a query string: %s", e.Detail)
+			}
+		}
+	}
+	if allowed != 2 {
+		t.Fatalf("egress audit entries = %d, want 2: %+v", allowed, audit)
+	}
+}
