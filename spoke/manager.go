@@ -493,7 +493,7 @@ func (p *process) deathCause() error {
 func (p *process) wait() {
 	err := p.cmd.Wait()
 	p.deathOnce.Do(func() {
-		p.deathErr = fmt.Errorf("%w: %v", ErrCrashed, err)
+		p.deathErr = fmt.Errorf("%w: %w", ErrCrashed, err)
 	})
 	if err != nil {
 		p.log.Debug().Err(err).Msg("Spoke exited")
@@ -624,6 +624,29 @@ func describeDeath(cause error) string {
 	}
 }
 
+// write sends one frame within the spoke's remaining time and returns what
+// is left of it. A spoke that stops reading must not hold the hub in a
+// blocked write: past the deadline the write fails and the spoke is killed.
+// A reply over the frame limit is replaced by an error reply.
+func (p *process) write(f Frame, budget time.Duration) (time.Duration, error) {
+	start := time.Now()
+	_ = p.conn.SetWriteDeadline(start.Add(budget))
+	err := p.enc.Encode(f)
+	if errors.Is(err, ErrFrameTooLarge) && f.Kind == KindReply {
+		f.Body, f.Error = nil, "the reply was larger than the channel allows"
+		err = p.enc.Encode(f)
+	}
+	_ = p.conn.SetWriteDeadline(time.Time{})
+	return budget - time.Since(start), err
+}
+
+func describeWriteFailure(err error) (string, error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return "did not read the hub's messages in time and was stopped", fmt.Errorf("%w: %v", ErrDeadline, err)
+	}
+	return "could not be reached", fmt.Errorf("%w: %v", ErrCrashed, err)
+}
+
 // runStep sends step and serves the spoke's requests until its result.
 func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, error) {
 	fail := func(msg string, cause error) (Result, error) {
@@ -643,12 +666,12 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 	if err != nil {
 		return Result{}, fmt.Errorf("failed to encode step: %w", err)
 	}
-	if err := p.enc.Encode(Frame{Kind: KindStep, ID: stepID, Body: body}); err != nil {
-		return fail("could not be reached", fmt.Errorf("%w: %v", ErrCrashed, err))
-	}
-	// budget is the spoke's own time left: it runs down only while the hub
-	// waits for the spoke, not while the hub serves the spoke's requests.
+	// budget is the spoke's own time left: it runs down while the hub waits
+	// for the spoke or writes to it, not while the hub serves its requests.
 	budget := p.stepTime
+	if budget, err = p.write(Frame{Kind: KindStep, ID: stepID, Body: body}, budget); err != nil {
+		return fail(describeWriteFailure(err))
+	}
 	timer := time.NewTimer(budget)
 	defer timer.Stop()
 	for {
@@ -690,15 +713,13 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 			if errors.Is(err, ErrProtocol) {
 				return fail("sent a malformed request and was stopped", err)
 			}
+			if budget, err = p.write(reply, budget); err != nil {
+				return fail(describeWriteFailure(err))
+			}
+			if budget <= 0 {
+				return fail("did not finish in time and was stopped", ErrDeadline)
+			}
 			timer.Reset(budget)
-			err = p.enc.Encode(reply)
-			if errors.Is(err, ErrFrameTooLarge) {
-				reply.Body, reply.Error = nil, "the reply was larger than the channel allows"
-				err = p.enc.Encode(reply)
-			}
-			if err != nil {
-				return fail("could not be answered", fmt.Errorf("%w: %v", ErrCrashed, err))
-			}
 		}
 	}
 }

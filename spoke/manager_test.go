@@ -211,7 +211,7 @@ func TestFaultsKillOnlyTheSpoke(t *testing.T) {
 		{"flood", spoke.ErrFlood, "flooded the channel"},
 		{"hang", spoke.ErrDeadline, "did not finish in time"},
 	}
-	m := newManager(t, spoke.Options{MaxFramesPerSecond: 200})
+	m := newManager(t, spoke.Options{MaxFramesPerSecond: 200, StepTimeout: time.Second})
 	for _, tt := range tests {
 		t.Run(tt.fn, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -266,6 +266,23 @@ func TestCancelledStepStopsTheSpoke(t *testing.T) {
 	var f *spoke.Failure
 	if !errors.As(err, &f) || !errors.Is(err, spoke.ErrCancelled) || !strings.Contains(f.Message, "cancelled") {
 		t.Fatalf("Run() error = %v, want a cancellation", err)
+	}
+	waitGone(t, info.PID)
+}
+
+// TestSpokeThatStopsReadingIsStopped: a spoke that sends requests and never
+// reads the replies cannot hold the hub in a blocked write.
+func TestSpokeThatStopsReadingIsStopped(t *testing.T) {
+	// No frame-rate limit in the way: the write deadline must do it.
+	m := newManager(t, spoke.Options{MaxFramesPerSecond: 1 << 30, StepTimeout: time.Second})
+	start := time.Now()
+	_, info, err := m.Run(context.Background(), key("@mallory:x", "faulty"), step("stall", `{}`), &handler{})
+	var f *spoke.Failure
+	if !errors.As(err, &f) || !errors.Is(err, spoke.ErrDeadline) || !strings.Contains(f.Message, "did not read the hub's messages") {
+		t.Fatalf("Run() error = %v, want a deadline failure for not reading", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("took %s", time.Since(start))
 	}
 	waitGone(t, info.PID)
 }

@@ -53,6 +53,7 @@ commands:
   ask         answer one query for a script: secgpt ask --user ID [--consent POLICY] [--json] "query"
   casestudy   run the paper's case studies: secgpt casestudy [--mode isolated|vanilla|both] [NAME...]
   apps        list the installed apps
+  sandbox-check  run a hostile app against the sandbox, offline, and print each attack: blocked or not, and how
   seed        load a fixture into a user's app data: secgpt seed --user ID FILE
 
 Every command takes --config FILE (see config.example.yaml); without it the
@@ -102,6 +103,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runAsk(ctx, rest, stdout, stderr)
 	case "casestudy":
 		return runCaseStudy(ctx, rest, stdout, stderr)
+	case "sandbox-check":
+		return runSandboxCheck(ctx, rest, stdout, stderr)
 	case "apps":
 		return runApps(rest, stdout)
 	case "seed":

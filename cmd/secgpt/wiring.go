@@ -43,8 +43,14 @@ type system struct {
 }
 
 // openSystem assembles the store, the model endpoint, the spoke manager
-// and the hub.
+// and the hub, whose egress broker reaches the internet.
 func openSystem(ctx context.Context, cfg Config, log zerolog.Logger) (*system, error) {
+	return openSystemWith(ctx, cfg, newEgress(cfg), log)
+}
+
+// openSystemWith is openSystem with another egress broker (the sandbox
+// check's, which runs offline).
+func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zerolog.Logger) (*system, error) {
 	s := &system{cfg: cfg, log: log}
 	st, err := openStore(ctx, cfg.Database)
 	if err != nil {
@@ -64,7 +70,7 @@ func openSystem(ctx context.Context, cfg Config, log zerolog.Logger) (*system, e
 		a, _ := apps.Lookup(name)
 		specs = append(specs, a.Spec())
 	}
-	if s.hub, err = newHub(ctx, cfg, st, s.model, s.spokes, specs, log); err != nil {
+	if s.hub, err = newHub(ctx, cfg, st, s.model, s.spokes, specs, egress, log); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -207,9 +213,9 @@ func newEgress(cfg Config) *egress.Broker {
 	return egress.New(egress.Options{MaxResponseBytes: int64(cfg.Spokes.MaxFrameBytes) * 6 / 10})
 }
 
-func newHub(ctx context.Context, cfg Config, st *store.Store, model *llm.Client, runner hub.Runner, specs []apps.Spec, log zerolog.Logger) (*hub.Hub, error) {
+func newHub(ctx context.Context, cfg Config, st *store.Store, model *llm.Client, runner hub.Runner, specs []apps.Spec, egress hub.Egress, log zerolog.Logger) (*hub.Hub, error) {
 	return hub.New(ctx, hub.Options{
-		Store: st, LLM: model, Runner: runner, Apps: specs, Egress: newEgress(cfg),
+		Store: st, LLM: model, Runner: runner, Apps: specs, Egress: egress,
 		Models: hub.Models{
 			Planner: cfg.LLM.Models.Planner, Spoke: cfg.LLM.Models.Spoke,
 			Vanilla: cfg.LLM.Models.Vanilla, Apps: cfg.LLM.Models.Apps,
@@ -239,7 +245,7 @@ func caseStudyHub(dir string, log zerolog.Logger) func(ctx context.Context, st *
 		if err != nil {
 			return nil, nil, err
 		}
-		h, err := newHub(ctx, cfg, st, model, mgr, installed, log)
+		h, err := newHub(ctx, cfg, st, model, mgr, installed, newEgress(cfg), log)
 		if err != nil {
 			mgr.Close()
 			return nil, nil, err

@@ -69,6 +69,7 @@ var FaultyFunctions = map[string]string{
 	"oversize":    "Send a frame over the size limit.",
 	"impersonate": "Send a frame claiming to come from another user.",
 	"flood":       "Send frames as fast as possible.",
+	"stall":       "Send requests and never read the replies.",
 	"ghost":       "Ask the hub for an app that does not exist.",
 	"overreach":   "Ask the hub for another app's function outside the plan.",
 	"badresult":   "Return a result that does not match the response schema.",
@@ -77,7 +78,7 @@ var FaultyFunctions = map[string]string{
 
 func (Faulty) Spec() apps.Spec {
 	s := apps.Spec{Name: "faulty", Version: "1.0.0", Description: "faulty misbehaves for tests.", Profile: apps.ProfileStrict}
-	for _, name := range []string{"ok", "crash", "panic", "hang", "garbage", "oversize", "impersonate", "flood", "ghost", "overreach", "badresult", "environ"} {
+	for _, name := range []string{"ok", "crash", "panic", "hang", "garbage", "oversize", "impersonate", "flood", "stall", "ghost", "overreach", "badresult", "environ"} {
 		s.Functions = append(s.Functions, apps.Function{
 			Name: name, Description: FaultyFunctions[name],
 			Request: json.RawMessage(anyObject), Response: json.RawMessage(textResult),
@@ -121,6 +122,15 @@ func (Faulty) Call(ctx context.Context, _ apps.Env, function string, args json.R
 				return nil, err
 			}
 		}
+	case "stall":
+		// Valid requests, fast enough to fill the channel but under the
+		// frame-rate limit's notice: the hub's replies pile up unread.
+		for i := 0; i < 100000; i++ {
+			if err := enc.Encode(spoke.Frame{Kind: spoke.KindMemory, ID: uint64(1000 + i), Body: json.RawMessage(`{"content":"x"}`)}); err != nil {
+				return nil, err
+			}
+		}
+		time.Sleep(time.Hour)
 	case "ghost":
 		return askHub(isc, spoke.KindAppCall, spoke.AppCall{Tool: "ghost__haunt", Args: json.RawMessage(`{}`)})
 	case "overreach":

@@ -1,7 +1,7 @@
-// Command spokechild is the spoke binary of the tests: every built-in app and
-// spoketest's misbehaving apps, behind spoke.ChildMain. Tests build it
-// without the race detector, whose memory reservations no sandboxed address
-// space limit could hold.
+// Command spokechild is the spoke binary of the tests: every built-in app,
+// spoketest's misbehaving apps and the hostile app, behind spoke.ChildMain.
+// Tests build it without the race detector, whose memory reservations no
+// sandboxed address space limit could hold.
 package main
 
 import (
@@ -9,6 +9,7 @@ import (
 	"os"
 
 	_ "github.com/secgpt/secgpt/apps/all"
+	"github.com/secgpt/secgpt/apps/hostile"
 	"github.com/secgpt/secgpt/spoke"
 	_ "github.com/secgpt/secgpt/spoke/spoketest"
 )
@@ -18,5 +19,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "spokechild only runs as a spoke")
 		os.Exit(2)
 	}
+	hostile.Register()
 	os.Exit(spoke.ChildMain())
 }
