@@ -33,3 +33,6 @@ done
 echo "== the binary: case studies"
 make build
 bin/secgpt casestudy --mode both
+
+echo "== the binary: sandbox check"
+bin/secgpt sandbox-check
