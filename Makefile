@@ -1,5 +1,5 @@
-# The two commands of the README, and the build they share.
-.PHONY: build chat test
+# The commands of the README, and the build they share.
+.PHONY: build chat test dev
 
 # goolm: mautrix's pure-Go Olm (no libolm). netgo, osusergo: pure-Go
 # resolvers, so the static link needs no glibc NSS. A static binary starts
@@ -20,3 +20,8 @@ chat: build
 # binary's case studies.
 test:
 	scripts/test.sh
+
+# The Matrix bot against a local Dendrite on loopback (built once, cached):
+# prints the homeserver URL and a login for any Matrix client.
+dev: build
+	scripts/dev.sh

@@ -245,7 +245,7 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 		detail["status"] = resp.Status
 	}
 	d, _ := json.Marshal(detail)
-	if aerr := b.h.store.AppendAudit(ctx, store.AuditEntry{
+	if aerr := b.h.store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
 		User: b.q.user, SessionID: b.q.session, QueryID: b.q.id, Category: "egress",
 		Subject: b.app, AppVersion: b.h.catalog.hashes[b.app], Decision: decision, Source: "broker", Detail: string(d),
 	}); aerr != nil {

@@ -227,7 +227,8 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 		if d == DecisionSession {
 			g.SessionID = q.session
 		}
-		if err := h.store.PutGrant(ctx, g); err != nil {
+		// The user's answer is kept even if the request was cancelled meanwhile.
+		if err := h.store.PutGrant(context.WithoutCancel(ctx), g); err != nil {
 			// The answer still stands for this request; it is just not kept.
 			log.Error().Err(err).Msg("Failed to store grant")
 		}
@@ -238,7 +239,10 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 	return conclude(d, source)
 }
 
+// audit writes one decision to the audit log. The write outlives a
+// cancelled request: every decision made must be on record.
 func (h *Hub) audit(ctx context.Context, q *query, req ConsentRequest, subj string, d Decision, source string) {
+	ctx = context.WithoutCancel(ctx)
 	detail, _ := json.Marshal(map[string]any{
 		"function": req.Function, "in_plan": req.InPlan, "summary": truncate(req.Summary, 2000),
 	})

@@ -293,6 +293,25 @@ func TestSessionGrantsEndWithReset(t *testing.T) {
 	}
 }
 
+// TestCancelledRequestKeepsItsAudit: a request cancelled while a consent is
+// pending still writes that decision to the audit log.
+func TestCancelledRequestKeepsItsAudit(t *testing.T) {
+	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"metro_hail"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancelling := &hubtest.Recorder{Decide: func(hub.ConsentRequest) hub.Decision {
+		cancel()
+		return hub.DecisionDeny
+	}}
+	_, err := sys.Hub.Handle(ctx, hub.Request{User: alice, Query: "Use metro_hail from 'A' to 'B'.", Consenter: cancelling})
+	if err == nil {
+		t.Fatal("the cancelled request succeeded")
+	}
+	audit, aerr := sys.Hub.Audit(context.Background(), alice, 5)
+	if aerr != nil || len(audit) == 0 || audit[0].Subject != "metro_hail" {
+		t.Fatalf("audit after cancel = %+v, %v; want the denial on record", audit, aerr)
+	}
+}
+
 func TestUnansweredConsentIsDenied(t *testing.T) {
 	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"metro_hail"}, Hub: func(o *hub.Options) { o.ConsentTimeout = 200 * time.Millisecond }})
 	start := time.Now()

@@ -32,6 +32,10 @@ type Config struct {
 	Budgets   BudgetsConfig   `yaml:"budgets"`
 	Sandbox   SandboxConfig   `yaml:"sandbox"`
 	Logging   LoggingConfig   `yaml:"logging"`
+	Bot       BotConfig       `yaml:"bot"`
+
+	// runsBot is set by `secgpt bot`, the only command that needs Bot.
+	runsBot bool
 }
 
 type LLMConfig struct {
@@ -159,6 +163,7 @@ func defaultConfig() Config {
 			MaxPromptBytes: 512 << 10, HistoryEntries: 20, MemoryEntries: 20,
 		},
 		Logging: LoggingConfig{Level: "warn", Format: "console"},
+		Bot:     defaultBotConfig(),
 	}
 }
 
@@ -348,6 +353,9 @@ func (c *Config) validate() error {
 	case "console", "json":
 	default:
 		return bad("logging.format", "must be console or json, not %q", c.Logging.Format)
+	}
+	if c.runsBot {
+		return c.Bot.validate()
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ const usage = `usage: secgpt <command> [flags]
 
 commands:
   chat        talk to the assistant in the terminal; consent prompts appear here
+  bot         run the Matrix bot: secgpt bot --config FILE (see its bot section)
   ask         answer one query for a script: secgpt ask --user ID [--consent POLICY] [--json] "query"
   casestudy   run the paper's case studies: secgpt casestudy [--mode isolated|vanilla|both] [NAME...]
   apps        list the installed apps
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch cmd {
 	case "chat":
 		return runChat(ctx, rest, stdin, stdout, stderr)
+	case "bot":
+		return runBot(ctx, rest, stderr)
 	case "ask":
 		return runAsk(ctx, rest, stdout, stderr)
 	case "casestudy":

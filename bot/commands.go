@@ -1,0 +1,122 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/secgpt/secgpt/apps"
+)
+
+// command answers one command, always about the user who sent it.
+func (b *Bot) command(ctx context.Context, row inboxRow, name, args string) string {
+	user := row.UserID.String()
+	prefix := b.prefixFor(row.RoomID)
+	fail := func(what string, err error) string {
+		b.log.Error().Err(err).Str("command", name).Str("user", user).Msg("Command failed")
+		return fmt.Sprintf("Sorry, I could not %s.", what)
+	}
+	switch name {
+	case cmdHelp:
+		return helpText(prefix)
+	case cmdApps:
+		return appsText(b.hub.Apps())
+	case cmdGrants:
+		grants, err := b.hub.Grants(ctx, user)
+		if err != nil {
+			return fail("read your permissions", err)
+		}
+		if len(grants) == 0 {
+			return "You have no stored permissions: I will ask before any app runs or sees your data."
+		}
+		var s strings.Builder
+		s.WriteString("Your stored permissions:\n\n")
+		for _, g := range grants {
+			fmt.Fprintf(&s, "- %s %s: %s (since %s)\n", g.Category, code(g.Subject), g.Duration, g.Created.UTC().Format(time.DateTime+" MST"))
+		}
+		fmt.Fprintf(&s, "\nRemove them with %s.", code(prefix+cmdRevoke+" APP|all"))
+		return s.String()
+	case cmdRevoke:
+		app, ok := parseRevoke(args)
+		if !ok {
+			return fmt.Sprintf("Usage: %s", code(prefix+cmdRevoke+" APP|all"))
+		}
+		n, err := b.hub.Revoke(ctx, user, app)
+		if err != nil {
+			return fail("remove your permissions", err)
+		}
+		what := "for " + code(app)
+		if app == "" {
+			what = "in all"
+		}
+		return fmt.Sprintf("Removed %d stored permission%s %s. I will ask again next time.", n, plural(n), what)
+	case cmdForget:
+		if err := b.hub.Forget(ctx, user); err != nil {
+			return fail("erase your memory", err)
+		}
+		if err := b.db.forget(ctx, row.UserID); err != nil {
+			return fail("erase your messages", err)
+		}
+		return "I have forgotten our conversations, and every app has forgotten what it kept about you."
+	case cmdReset:
+		if err := b.hub.Reset(ctx, user); err != nil {
+			return fail("end your session", err)
+		}
+		return "Your session has ended: \"this session\" permissions are gone and your apps have stopped."
+	case cmdAudit:
+		entries, err := b.hub.Audit(ctx, user, b.opts.AuditEntries)
+		if err != nil {
+			return fail("read your decisions", err)
+		}
+		if len(entries) == 0 {
+			return "No permission decisions yet."
+		}
+		var s strings.Builder
+		s.WriteString("Your latest permission decisions, newest first:\n\n")
+		for _, e := range entries {
+			fmt.Fprintf(&s, "- %s %s %s: %s (%s)\n", e.Time.UTC().Format(time.DateTime+" MST"), e.Category, code(e.Subject), e.Decision, e.Source)
+		}
+		return s.String()
+	}
+	return helpText(prefix)
+}
+
+// appsText lists the installed apps. Descriptions are the vendors' words,
+// untrusted: they are shown as code.
+func appsText(specs []apps.Spec) string {
+	if len(specs) == 0 {
+		return "No apps are installed."
+	}
+	var s strings.Builder
+	s.WriteString("Installed apps, each run in its own sandboxed process:\n")
+	for _, a := range specs {
+		egress := "none"
+		if len(a.Egress) > 0 {
+			egress = strings.Join(a.Egress, ", ")
+		}
+		var fns []string
+		for _, f := range a.Functions {
+			fns = append(fns, f.Name)
+		}
+		fmt.Fprintf(&s, "\n**%s** %s: sandbox profile %s, network: %s, functions: %s\n",
+			code(a.Name), code(a.Version), code(string(a.Profile)), code(egress), code(strings.Join(fns, ", ")))
+		s.WriteString(codeBlock(oneLine(a.Description, 600)))
+	}
+	return s.String()
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return s
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

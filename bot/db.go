@@ -1,0 +1,300 @@
+package bot
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.mau.fi/util/dbutil"
+	"maunium.net/go/mautrix/id"
+)
+
+// VersionTable holds the schema version of the bot's tables.
+const VersionTable = "secgpt_bot_version"
+
+//go:embed upgrades/*.sql
+var upgradeFiles embed.FS
+
+var upgradeTable = dbutil.BuildUpgradeTable().WithFSPath(upgradeFiles, "upgrades").Finish()
+
+// Inbox row states.
+const (
+	stateQueued      = "queued"
+	stateWorking     = "working"
+	stateAnswered    = "answered"
+	stateRefused     = "refused"
+	stateInterrupted = "interrupted"
+	stateFailed      = "failed" // the answer could not be sent
+)
+
+// Prompt states.
+const (
+	promptPending = "pending"
+	promptDecided = "decided"
+	promptExpired = "expired"
+)
+
+// ErrPickleKeyChanged is returned at start when the configured pickle key
+// is not the one the crypto store was created with: the device's keys could
+// not be read with it.
+var ErrPickleKeyChanged = errors.New("the crypto pickle key differs from the one this database was created with")
+
+// botDB is the bot's tables in the shared database.
+type botDB struct {
+	db *dbutil.Database
+}
+
+func openBotDB(ctx context.Context, parent *dbutil.Database, log zerolog.Logger) (*botDB, error) {
+	db := parent.Child(VersionTable, upgradeTable, dbutil.ZeroLogger(log.With().Str("db_section", "bot").Logger()))
+	if err := db.Upgrade(ctx); err != nil {
+		return nil, fmt.Errorf("failed to upgrade bot tables: %w", err)
+	}
+	return &botDB{db: db}, nil
+}
+
+func now() int64 { return time.Now().UnixNano() }
+
+// pickleKey returns the key the crypto store is pickled with. A configured
+// key is used as given; otherwise one is generated on first start and kept.
+// Either way its fingerprint is kept, so a changed key fails here, at start,
+// rather than as unreadable device keys later.
+func (d *botDB) pickleKey(ctx context.Context, configured []byte) ([]byte, error) {
+	var stored string
+	err := d.db.QueryRow(ctx, "SELECT value FROM bot_meta WHERE key='pickle_key'").Scan(&stored)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("failed to read pickle key: %w", err)
+	}
+	key := configured
+	if len(key) == 0 && stored != "" {
+		if key, err = base64.StdEncoding.DecodeString(stored); err != nil {
+			return nil, fmt.Errorf("failed to decode stored pickle key: %w", err)
+		}
+	}
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("failed to generate pickle key: %w", err)
+		}
+		if _, err := d.db.Exec(ctx, "INSERT INTO bot_meta (key, value) VALUES ('pickle_key', $1)", base64.StdEncoding.EncodeToString(key)); err != nil {
+			return nil, fmt.Errorf("failed to store pickle key: %w", err)
+		}
+	}
+	sum := sha256.Sum256(key)
+	fp := hex.EncodeToString(sum[:])
+	var storedFP string
+	err = d.db.QueryRow(ctx, "SELECT value FROM bot_meta WHERE key='pickle_key_sha256'").Scan(&storedFP)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := d.db.Exec(ctx, "INSERT INTO bot_meta (key, value) VALUES ('pickle_key_sha256', $1)", fp); err != nil {
+			return nil, fmt.Errorf("failed to store pickle key fingerprint: %w", err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("failed to read pickle key fingerprint: %w", err)
+	case storedFP != fp:
+		return nil, ErrPickleKeyChanged
+	}
+	return key, nil
+}
+
+// inboxRow is one accepted incoming message.
+type inboxRow struct {
+	Seq        int64
+	EventID    id.EventID
+	RoomID     id.RoomID
+	UserID     id.UserID
+	ThreadRoot id.EventID
+	Kind       string
+	Body       string
+	State      string
+}
+
+const inboxColumns = "seq, event_id, room_id, user_id, thread_root, kind, body, state"
+
+func scanInbox(row dbutil.Scannable) (inboxRow, error) {
+	var r inboxRow
+	err := row.Scan(&r.Seq, &r.EventID, &r.RoomID, &r.UserID, &r.ThreadRoot, &r.Kind, &r.Body, &r.State)
+	return r, err
+}
+
+// seen reports whether the event is already in the inbox.
+func (d *botDB) seen(ctx context.Context, evt id.EventID) (bool, error) {
+	var n int
+	if err := d.db.QueryRow(ctx, "SELECT COUNT(*) FROM bot_inbox WHERE event_id=$1", evt).Scan(&n); err != nil {
+		return false, fmt.Errorf("failed to look up inbox: %w", err)
+	}
+	return n > 0, nil
+}
+
+// add records a message in the given state. It reports false when the event
+// was already recorded (a replayed sync), in which case nothing changes.
+func (d *botDB) add(ctx context.Context, r inboxRow) (bool, error) {
+	t := now()
+	res, err := d.db.Exec(ctx, `INSERT INTO bot_inbox
+		(event_id, room_id, user_id, thread_root, kind, body, state, received_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (event_id) DO NOTHING`,
+		r.EventID, r.RoomID, r.UserID, r.ThreadRoot, r.Kind, r.Body, r.State, t)
+	if err != nil {
+		return false, fmt.Errorf("failed to add to inbox: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("failed to add to inbox: %w", err)
+	}
+	return n == 1, nil
+}
+
+// waiting counts the user's messages queued or being served.
+func (d *botDB) waiting(ctx context.Context, user id.UserID) (int, error) {
+	var n int
+	err := d.db.QueryRow(ctx, "SELECT COUNT(*) FROM bot_inbox WHERE user_id=$1 AND state IN ('queued', 'working')", user).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("failed to count queued messages: %w", err)
+	}
+	return n, nil
+}
+
+// next returns the user's oldest queued message.
+func (d *botDB) next(ctx context.Context, user id.UserID) (inboxRow, bool, error) {
+	r, err := scanInbox(d.db.QueryRow(ctx, "SELECT "+inboxColumns+" FROM bot_inbox WHERE user_id=$1 AND state='queued' ORDER BY seq LIMIT 1", user))
+	if errors.Is(err, sql.ErrNoRows) {
+		return inboxRow{}, false, nil
+	} else if err != nil {
+		return inboxRow{}, false, fmt.Errorf("failed to read inbox: %w", err)
+	}
+	return r, true, nil
+}
+
+// setState moves a message to state, recording the answer's event ID if any.
+func (d *botDB) setState(ctx context.Context, evt id.EventID, state string, answer id.EventID) error {
+	_, err := d.db.Exec(ctx, "UPDATE bot_inbox SET state=$2, answer_event_id=$3, updated_at=$4 WHERE event_id=$1", evt, state, answer, now())
+	if err != nil {
+		return fmt.Errorf("failed to update inbox: %w", err)
+	}
+	return nil
+}
+
+// interruptWorking marks every message found being served (the bot stopped
+// while serving it) as interrupted, and returns them. It runs once at
+// start, before any message is served.
+func (d *botDB) interruptWorking(ctx context.Context) ([]inboxRow, error) {
+	rows, err := d.db.Query(ctx, "UPDATE bot_inbox SET state=$1, updated_at=$2 WHERE state=$3 RETURNING "+inboxColumns, stateInterrupted, now(), stateWorking)
+	if err != nil {
+		return nil, fmt.Errorf("failed to mark interrupted messages: %w", err)
+	}
+	return dbutil.NewRowIterWithError(rows, scanInbox, err).AsList()
+}
+
+// queuedUsers returns the users with queued messages.
+func (d *botDB) queuedUsers(ctx context.Context) ([]id.UserID, error) {
+	rows, err := d.db.Query(ctx, "SELECT DISTINCT user_id FROM bot_inbox WHERE state='queued'")
+	return dbutil.NewRowIterWithError(rows, func(s dbutil.Scannable) (id.UserID, error) {
+		var u id.UserID
+		return u, s.Scan(&u)
+	}, err).AsList()
+}
+
+// forget erases the text of the user's messages: the rows stay, so that a
+// replayed event is still recognised.
+func (d *botDB) forget(ctx context.Context, user id.UserID) error {
+	_, err := d.db.Exec(ctx, "UPDATE bot_inbox SET body='' WHERE user_id=$1 AND state NOT IN ('queued', 'working')", user)
+	if err != nil {
+		return fmt.Errorf("failed to erase inbox: %w", err)
+	}
+	return nil
+}
+
+// prompt is one consent prompt.
+type prompt struct {
+	EventID      id.EventID
+	RoomID       id.RoomID
+	UserID       id.UserID
+	QueryEventID id.EventID
+	// Markdown is the prompt's text without the instructions for answering,
+	// which the edit showing the outcome drops.
+	Markdown string
+	Expires  time.Time
+}
+
+func (d *botDB) addPrompt(ctx context.Context, p prompt) error {
+	_, err := d.db.Exec(ctx, `INSERT INTO bot_prompts
+		(event_id, room_id, user_id, query_event_id, markdown, state, expires_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		p.EventID, p.RoomID, p.UserID, p.QueryEventID, p.Markdown, promptPending, p.Expires.UnixNano(), now())
+	if err != nil {
+		return fmt.Errorf("failed to record prompt: %w", err)
+	}
+	return nil
+}
+
+// closePrompt records a prompt's end.
+func (d *botDB) closePrompt(ctx context.Context, evt id.EventID, state, outcome string) error {
+	_, err := d.db.Exec(ctx, "UPDATE bot_prompts SET state=$2, outcome=$3 WHERE event_id=$1", evt, state, outcome)
+	if err != nil {
+		return fmt.Errorf("failed to close prompt: %w", err)
+	}
+	return nil
+}
+
+// isPrompt reports whether evt is one of the bot's consent prompts.
+func (d *botDB) isPrompt(ctx context.Context, evt id.EventID) (bool, error) {
+	var n int
+	if err := d.db.QueryRow(ctx, "SELECT COUNT(*) FROM bot_prompts WHERE event_id=$1", evt).Scan(&n); err != nil {
+		return false, fmt.Errorf("failed to look up prompt: %w", err)
+	}
+	return n > 0, nil
+}
+
+// pendingPrompts returns the prompts still open.
+func (d *botDB) pendingPrompts(ctx context.Context) ([]prompt, error) {
+	rows, err := d.db.Query(ctx, "SELECT event_id, room_id, user_id, query_event_id, markdown, expires_at FROM bot_prompts WHERE state=$1", promptPending)
+	return dbutil.NewRowIterWithError(rows, func(s dbutil.Scannable) (prompt, error) {
+		var p prompt
+		var exp int64
+		err := s.Scan(&p.EventID, &p.RoomID, &p.UserID, &p.QueryEventID, &p.Markdown, &exp)
+		p.Expires = time.Unix(0, exp)
+		return p, err
+	}, err).AsList()
+}
+
+// addSent records one of the bot's own messages.
+func (d *botDB) addSent(ctx context.Context, evt id.EventID, room id.RoomID, kind string) error {
+	_, err := d.db.Exec(ctx, "INSERT INTO bot_sent (event_id, room_id, kind, sent_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", evt, room, kind, now())
+	if err != nil {
+		return fmt.Errorf("failed to record sent message: %w", err)
+	}
+	return nil
+}
+
+// isSent reports whether evt is one of the bot's own messages.
+func (d *botDB) isSent(ctx context.Context, evt id.EventID) (bool, error) {
+	var n int
+	if err := d.db.QueryRow(ctx, "SELECT COUNT(*) FROM bot_sent WHERE event_id=$1", evt).Scan(&n); err != nil {
+		return false, fmt.Errorf("failed to look up sent message: %w", err)
+	}
+	return n > 0, nil
+}
+
+// prune drops finished records older than before. Inbox rows are kept
+// this long so that a replayed event is recognised; the homeserver does not
+// replay older ones.
+func (d *botDB) prune(ctx context.Context, before time.Time) error {
+	t := before.UnixNano()
+	for _, q := range []string{
+		"DELETE FROM bot_inbox WHERE updated_at < $1 AND state NOT IN ('queued', 'working')",
+		"DELETE FROM bot_prompts WHERE created_at < $1 AND state <> 'pending'",
+		"DELETE FROM bot_sent WHERE sent_at < $1",
+	} {
+		if _, err := d.db.Exec(ctx, q, t); err != nil {
+			return fmt.Errorf("failed to prune bot tables: %w", err)
+		}
+	}
+	return nil
+}

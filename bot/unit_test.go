@@ -1,0 +1,462 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
+
+	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/store"
+)
+
+func TestReactionDecision(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		want hub.Decision
+		ok   bool
+	}{
+		{"✅", hub.DecisionOnce, true},
+		{"✅\uFE0F", hub.DecisionOnce, true},
+		{"🔁", hub.DecisionSession, true},
+		{"♾️", hub.DecisionAlways, true},
+		{"♾", hub.DecisionAlways, true},       // without the variation selector
+		{"♾\uFE0E", hub.DecisionAlways, true}, // text presentation
+		{"❌", hub.DecisionDeny, true},
+		{"👍", hub.DecisionOnce, true},
+		{"👍🏽", hub.DecisionOnce, true},       // skin tone
+		{"👍🏿\uFE0F", hub.DecisionOnce, true}, // skin tone and selector
+		{"👎🏻", hub.DecisionDeny, true},
+		{"🚫", hub.DecisionNever, true},
+		{" ✅ ", hub.DecisionOnce, true},
+		{"🎉", "", false},
+		{"", "", false},
+		{"\uFE0F", "", false},
+		{"✅✅", "", false},
+		{"once", "", false},
+	} {
+		got, ok := reactionDecision(tc.key)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("reactionDecision(%q) = %q, %t; want %q, %t", tc.key, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestWordDecision(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want hub.Decision
+		ok   bool
+	}{
+		{"once", hub.DecisionOnce, true},
+		{" Session ", hub.DecisionSession, true},
+		{"ALWAYS!", hub.DecisionAlways, true},
+		{"deny.", hub.DecisionDeny, true},
+		{"never", hub.DecisionNever, true},
+		{"once please", "", false},
+		{"yes", "", false},
+		{"", "", false},
+	} {
+		got, ok := wordDecision(tc.text)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("wordDecision(%q) = %q, %t; want %q, %t", tc.text, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestAllowList(t *testing.T) {
+	l, err := parseAllowList([]string{"@*:example.org", "@alice:other.net", "@ops-?:*.corp.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		user  id.UserID
+		allow bool
+	}{
+		{"@bob:example.org", true},
+		{"@Bob:Example.ORG", true},
+		{"@alice:other.net", true},
+		{"@ops-1:eu.corp.example", true},
+		{"@bob:other.net", false},
+		{"@bob:example.org.evil.com", false},
+		{"@bob:evil.com:example.org", false}, // * in the localpart never reaches into the server
+		{"@x:sub.example.org", false},
+		{"@ops-12:eu.corp.example", false},
+		{"@ops-1:corp.example", false},
+		{"bob:example.org", false},
+		{"@:example.org", false},
+		{"", false},
+	} {
+		if got := l.allows(tc.user); got != tc.allow {
+			t.Errorf("allows(%q) = %t, want %t", tc.user, got, tc.allow)
+		}
+	}
+	empty, _ := parseAllowList(nil)
+	if empty.allows("@bob:example.org") {
+		t.Error("an empty allow list allowed someone")
+	}
+	for _, bad := range []string{"*", "@*", "alice:example.org", "@a:[x]", "@a/b:x", "@:x"} {
+		if err := CheckAllow([]string{bad}); err == nil {
+			t.Errorf("pattern %q accepted", bad)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	me := addressee{ID: "@secgpt:example.org", Names: []string{"secgpt", "Assistant"}}
+	for _, tc := range []struct {
+		name string
+		in   incoming
+		want request
+		ok   bool
+	}{
+		{"direct chat", incoming{Body: "hello", Direct: true, Prefix: "!"}, request{Kind: kindQuery, Text: "hello"}, true},
+		{"shared, not addressed", incoming{Body: "hello", Prefix: "!"}, request{}, false},
+		{"shared, mentioned", incoming{Body: "Assistant: hello", Prefix: "!", MentionsBot: true}, request{Kind: kindQuery, Text: "hello"}, true},
+		{"shared, name prefix", incoming{Body: "secgpt, hello", Prefix: "!"}, request{Kind: kindQuery, Text: "hello"}, true},
+		{"shared, name without colon", incoming{Body: "secgpt hello", Prefix: "!"}, request{}, false},
+		{"shared, user ID", incoming{Body: "@secgpt:example.org what now", Prefix: "!"}, request{Kind: kindQuery, Text: "what now"}, true},
+		{"shared, pill", incoming{Body: "hi", FormattedBody: `<a href="https://matrix.to/#/@secgpt:example.org">x</a> hi`, Prefix: "!"}, request{Kind: kindQuery, Text: "hi"}, true},
+		{"shared, reply to bot", incoming{Body: "and now?", Prefix: "!", RepliesToBot: true}, request{Kind: kindQuery, Text: "and now?"}, true},
+		{"shared, prefix and space", incoming{Body: "! what is up", Prefix: "!"}, request{Kind: kindQuery, Text: "what is up"}, true},
+		{"shared, command", incoming{Body: "!grants", Prefix: "!"}, request{Kind: kindCommand, Command: cmdGrants}, true},
+		{"shared, command with args", incoming{Body: "!Revoke  metro_hail ", Prefix: "!"}, request{Kind: kindCommand, Command: cmdRevoke, Text: "metro_hail"}, true},
+		{"shared, another bot's command", incoming{Body: "!weather", Prefix: "!"}, request{}, false},
+		{"direct, unknown command", incoming{Body: "!weather", Prefix: "!", Direct: true}, request{Kind: kindCommand, Command: cmdUnknown, Text: "weather"}, true},
+		{"mentioned, command", incoming{Body: "secgpt: !help", Prefix: "!"}, request{Kind: kindCommand, Command: cmdHelp}, true},
+		{"room prefix", incoming{Body: "gpt!apps", Prefix: "gpt!"}, request{Kind: kindCommand, Command: cmdApps}, true},
+		{"room prefix, other prefix ignored", incoming{Body: "!apps", Prefix: "gpt!"}, request{}, false},
+		{"only the name", incoming{Body: "secgpt:", Prefix: "!"}, request{Kind: kindCommand, Command: cmdHelp}, true},
+		{"only the prefix", incoming{Body: "!", Prefix: "!"}, request{Kind: kindCommand, Command: cmdHelp}, true},
+		{"direct, empty", incoming{Body: "   ", Direct: true, Prefix: "!"}, request{Kind: kindCommand, Command: cmdHelp}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := classify(tc.in, me)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("classify(%+v) = %+v, %t; want %+v, %t", tc.in, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestParseRevoke(t *testing.T) {
+	for _, tc := range []struct {
+		args, app string
+		ok        bool
+	}{
+		{"metro_hail", "metro_hail", true},
+		{"ALL", "", true},
+		{"", "", false},
+		{"a b", "", false},
+	} {
+		app, ok := parseRevoke(tc.args)
+		if app != tc.app || ok != tc.ok {
+			t.Errorf("parseRevoke(%q) = %q, %t", tc.args, app, ok)
+		}
+	}
+}
+
+func TestRateLimiter(t *testing.T) {
+	r := newRateLimiter(3, time.Minute)
+	t0 := time.Unix(1000, 0)
+	for i := range 3 {
+		if !r.allow("@a:x", t0) {
+			t.Fatalf("message %d refused within the burst", i+1)
+		}
+	}
+	if r.allow("@a:x", t0) {
+		t.Error("fourth message in the same instant allowed")
+	}
+	if !r.allow("@b:x", t0) {
+		t.Error("another user was limited by the first")
+	}
+	if r.allow("@a:x", t0.Add(19*time.Second)) {
+		t.Error("a token came back before its time")
+	}
+	if !r.allow("@a:x", t0.Add(21*time.Second)) {
+		t.Error("no token after a third of the window")
+	}
+	if !r.allow("@a:x", t0.Add(time.Hour)) || !r.allow("@a:x", t0.Add(time.Hour)) || !r.allow("@a:x", t0.Add(time.Hour)) || r.allow("@a:x", t0.Add(time.Hour)) {
+		t.Error("a long pause refills to the burst, not beyond")
+	}
+}
+
+func TestRenderPrompt(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	req := hub.ConsentRequest{
+		User: "@alice:example.org", Category: hub.CategoryExec, App: "metro_hail", Function: "estimate_fare",
+		Args:     json.RawMessage(`{"start_point":"Main Street","end_point":"Elm Avenue ` + "```" + ` [click](https://evil.example)"}`),
+		InPlan:   true,
+		Summary:  `Run the app "metro_hail" (function estimate_fare) with {...}.`,
+		Choices:  []hub.Decision{hub.DecisionOnce, hub.DecisionSession, hub.DecisionAlways, hub.DecisionDeny, hub.DecisionNever},
+		Deadline: now.Add(5 * time.Minute),
+	}
+	head, foot := renderPrompt(req, offeredChoices(req), now)
+	for _, want := range []string{"**Permission needed** for @alice:example.org", "`metro_hail` wants to run", "Main Street", "````\n"} {
+		if !strings.Contains(head, want) {
+			t.Errorf("head lacks %q:\n%s", want, head)
+		}
+	}
+	if strings.Contains(head, "WARNING") {
+		t.Errorf("a planned request carries a warning:\n%s", head)
+	}
+	if want := "React ✅ once · 🔁 this session · ♾️ always · ❌ deny (or reply `once`, `session`, `always`, `deny`). No answer by 03:09:05 UTC (in 5 min) means deny."; foot != want {
+		t.Errorf("foot = %q\nwant  %q", foot, want)
+	}
+	// The app's text stays inside the code block: rendered, the link is no
+	// link.
+	html := content(head + "\n" + foot).FormattedBody
+	if strings.Contains(html, `href="https://evil.example"`) {
+		t.Errorf("text from the request became a link:\n%s", html)
+	}
+
+	req.InPlan, req.Choices, req.Caller = false, []hub.Decision{hub.DecisionOnce, hub.DecisionDeny}, "quick_ride"
+	req.Warning = "This is not part of the plan for your request."
+	head, foot = renderPrompt(req, offeredChoices(req), now)
+	if !strings.Contains(head, "WARNING: this was not in the plan") || !strings.Contains(head, "`quick_ride` wants to use the app `metro_hail`") {
+		t.Errorf("out-of-plan head:\n%s", head)
+	}
+	if !strings.HasPrefix(foot, "React ✅ once · ❌ deny (or reply `once`, `deny`).") {
+		t.Errorf("out-of-plan foot offers more than once and deny: %s", foot)
+	}
+
+	data := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryData, App: "travel_mate", Data: []hub.DataItem{{Field: "date_of_birth", Value: "May 20th, 1980"}}, Deadline: now}
+	head, _ = renderPrompt(data, nil, now)
+	if !strings.Contains(head, "date_of_birth = May 20th, 1980") || !strings.Contains(head, "would receive data of yours") {
+		t.Errorf("data prompt does not show the data:\n%s", head)
+	}
+	collab := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryCollab, App: "email", Source: "drive", Result: json.RawMessage(`{"docs":["secret plan"]}`), Deadline: now}
+	head, _ = renderPrompt(collab, nil, now)
+	if !strings.Contains(head, `"secret plan"`) || !strings.Contains(head, "the result of the app `drive` would be given to the app `email`") {
+		t.Errorf("collab prompt does not show the result:\n%s", head)
+	}
+}
+
+func TestOutcomeLine(t *testing.T) {
+	for _, tc := range []struct {
+		o    outcome
+		want string
+	}{
+		{outcome{kind: outcomeAnswered, decision: hub.DecisionAlways, by: "@a:x"}, "**♾️ Always allowed** by @a:x."},
+		{outcome{kind: outcomeAnswered, decision: hub.DecisionDeny, by: "@a:x"}, "**❌ Denied** by @a:x."},
+		{outcome{kind: outcomeTimeout}, "**⏱️ No answer in time: denied.**"},
+		{outcome{kind: outcomeRestart}, "**⌛ Expired (restart): denied.** Send your message again if you still want it."},
+	} {
+		if got := outcomeLine(tc.o); got != tc.want {
+			t.Errorf("outcomeLine(%+v) = %q, want %q", tc.o, got, tc.want)
+		}
+	}
+}
+
+func TestContentRendersMarkdownAsNotice(t *testing.T) {
+	c := content("**fare** 51.80 <script>alert(1)</script> [link](https://matrix.to/#/@victim:example.org)")
+	if c.MsgType != "m.notice" || c.Mentions == nil || len(c.Mentions.UserIDs) != 0 {
+		t.Errorf("content is %s with mentions %+v", c.MsgType, c.Mentions)
+	}
+	if !strings.Contains(c.FormattedBody, "<strong>fare</strong>") || strings.Contains(c.FormattedBody, "<script>") {
+		t.Errorf("formatted body: %s", c.FormattedBody)
+	}
+	long := content(strings.Repeat("é", maxAnswerBytes))
+	if len(long.Body) > maxAnswerBytes+100 || !strings.Contains(long.Body, "cut") {
+		t.Errorf("a long answer was not cut: %d bytes", len(long.Body))
+	}
+}
+
+func TestCodeFences(t *testing.T) {
+	if got := codeBlock("a ``` b"); !strings.HasPrefix(got, "````\n") {
+		t.Errorf("codeBlock did not outgrow the content's fence: %q", got)
+	}
+	if got := code("`x`"); got != "`` `x` ``" {
+		t.Errorf("code = %q", got)
+	}
+}
+
+// TestInboxLifecycle covers the durable inbox on real SQLite: dedup,
+// order, interrupted rows at start, and the pickle key kept once.
+func TestInboxLifecycle(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "secgpt.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	db, err := openBotDB(ctx, st.DB(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(evt string) inboxRow {
+		return inboxRow{EventID: id.EventID(evt), RoomID: "!r:x", UserID: "@a:x", Kind: kindQuery, Body: evt, State: stateQueued}
+	}
+	for _, e := range []string{"$1", "$2", "$3"} {
+		if added, err := db.add(ctx, row(e)); err != nil || !added {
+			t.Fatalf("add %s: %t, %v", e, added, err)
+		}
+	}
+	if added, err := db.add(ctx, row("$1")); err != nil || added {
+		t.Fatalf("a replayed event was added again: %t, %v", added, err)
+	}
+	if n, _ := db.waiting(ctx, "@a:x"); n != 3 {
+		t.Errorf("waiting = %d, want 3", n)
+	}
+	next, ok, err := db.next(ctx, "@a:x")
+	if err != nil || !ok || next.EventID != "$1" {
+		t.Fatalf("next = %+v, %t, %v", next, ok, err)
+	}
+	if err := db.setState(ctx, "$1", stateAnswered, "$answer"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.setState(ctx, "$2", stateWorking, ""); err != nil {
+		t.Fatal(err)
+	}
+	interrupted, err := db.interruptWorking(ctx)
+	if err != nil || len(interrupted) != 1 || interrupted[0].EventID != "$2" {
+		t.Fatalf("interruptWorking = %+v, %v", interrupted, err)
+	}
+	if again, _ := db.interruptWorking(ctx); len(again) != 0 {
+		t.Error("an interrupted row was reported twice")
+	}
+	if next, _, _ := db.next(ctx, "@a:x"); next.EventID != "$3" {
+		t.Errorf("next after the interruption = %s, want $3", next.EventID)
+	}
+	if users, _ := db.queuedUsers(ctx); len(users) != 1 || users[0] != "@a:x" {
+		t.Errorf("queuedUsers = %v", users)
+	}
+	if err := db.forget(ctx, "@a:x"); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	if err := st.DB().QueryRow(ctx, "SELECT body FROM bot_inbox WHERE event_id=$1", "$1").Scan(&body); err != nil || body != "" {
+		t.Errorf("forget left %q (%v)", body, err)
+	}
+
+	k1, err := db.pickleKey(ctx, nil)
+	if err != nil || len(k1) != 32 {
+		t.Fatalf("pickleKey = %x, %v", k1, err)
+	}
+	k2, err := db.pickleKey(ctx, nil)
+	if err != nil || string(k1) != string(k2) {
+		t.Errorf("the generated pickle key changed: %x then %x (%v)", k1, k2, err)
+	}
+	if _, err := db.pickleKey(ctx, []byte("another key entirely")); err != ErrPickleKeyChanged {
+		t.Errorf("a changed pickle key was accepted: %v", err)
+	}
+}
+
+// TestPromptAnswers covers who may answer a prompt and when a reaction
+// counts, without Matrix.
+func TestPromptAnswers(t *testing.T) {
+	ps := newPrompts(50*time.Millisecond, zerolog.Nop())
+	open := func(evt id.EventID, choices ...hub.Decision) *openPrompt {
+		p := &openPrompt{event: evt, room: "!r:x", user: "@a:x", choices: choices, answered: make(chan hub.Decision, 1)}
+		ps.add(p)
+		return p
+	}
+	all := []hub.Decision{hub.DecisionOnce, hub.DecisionSession, hub.DecisionAlways, hub.DecisionDeny, hub.DecisionNever}
+	wait := func(p *openPrompt) (hub.Decision, bool) {
+		select {
+		case d := <-p.answered:
+			return d, true
+		case <-time.After(300 * time.Millisecond):
+			return "", false
+		}
+	}
+
+	p := open("$p1", all...)
+	for _, r := range []struct {
+		room      id.RoomID
+		user      id.UserID
+		key       string
+		withdrawn bool
+		what      string
+	}{
+		{"!r:x", "@b:x", "✅", false, "someone else's"},
+		{"!r:x", "@secgpt:x", "✅", false, "the bot's own seed"},
+		{"!r:x", "@a:x", "🎉", false, "an unknown"},
+		{"!other:x", "@a:x", "✅", false, "another room's"},
+		{"!r:x", "@a:x", "✅", true, "a withdrawn"},
+	} {
+		ps.react(r.room, "$p1", r.user, r.key, "$r")
+		if r.withdrawn {
+			ps.redacted("$r")
+		}
+		if d, ok := wait(p); ok {
+			t.Fatalf("prompt answered %q by %s reaction", d, r.what)
+		}
+	}
+	ps.react("!r:x", "$p1", "@a:x", "✅", "$r4")
+	ps.react("!r:x", "$p1", "@a:x", "❌🏽", "$r5") // a later reaction replaces an earlier one
+	if d, ok := wait(p); !ok || d != hub.DecisionDeny {
+		t.Errorf("answer = %q, %t; want deny", d, ok)
+	}
+	ps.remove(p)
+
+	p = open("$p2", hub.DecisionOnce, hub.DecisionDeny)
+	if ps.soleOpen("!r:x", "@a:x") != "$p2" || ps.soleOpen("!r:x", "@b:x") != "" {
+		t.Error("soleOpen")
+	}
+	if !ps.answer("!r:x", "$p2", "@a:x", hub.DecisionAlways) {
+		t.Error("a reply to an open prompt was not consumed")
+	}
+	if !ps.answer("!r:x", "$p2", "@b:x", hub.DecisionOnce) {
+		t.Error("another user's reply to an open prompt was not consumed")
+	}
+	if d, ok := wait(p); ok {
+		t.Fatalf("prompt answered %q by a choice it does not offer or by another user", d)
+	}
+	ps.answer("!r:x", "$p2", "@a:x", hub.DecisionOnce)
+	if d, ok := wait(p); !ok || d != hub.DecisionOnce {
+		t.Errorf("reply answer = %q, %t", d, ok)
+	}
+	ps.remove(p)
+	if ps.answer("!r:x", "$p2", "@a:x", hub.DecisionOnce) {
+		t.Error("a closed prompt took an answer")
+	}
+}
+
+// FuzzClassify feeds arbitrary message text through everything that reads
+// it before the hub: classification, answer words and reaction keys. None
+// may panic, and what classify returns must come from the message.
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{"!help", "! hi", "secgpt: !revoke all", "@secgpt:example.org", "👍🏽", "\xff\xfe", "!", ""} {
+		f.Add(s, s, true)
+	}
+	me := addressee{ID: "@secgpt:example.org", Names: []string{"secgpt", "Sécgpt"}}
+	f.Fuzz(func(t *testing.T, body, html string, direct bool) {
+		req, ok := classify(incoming{Body: body, FormattedBody: html, Direct: direct, Prefix: "!"}, me)
+		if ok && req.Kind == kindQuery && !strings.Contains(body, req.Text) {
+			t.Errorf("query %q is not from the message %q", req.Text, body)
+		}
+		wordDecision(body)
+		reactionDecision(body)
+		normaliseKey(body)
+	})
+}
+
+func TestHistoryEnd(t *testing.T) {
+	const me = "@secgpt:x"
+	member := func(user, m string) *event.Event {
+		return &event.Event{Type: event.StateMember, StateKey: &[]string{user}[0], Content: event.Content{Raw: map[string]any{"membership": m}}}
+	}
+	text := &event.Event{Type: event.EventMessage}
+	for _, tc := range []struct {
+		name     string
+		timeline []*event.Event
+		want     int
+	}{
+		{"no join: all live", []*event.Event{text, text}, 0},
+		{"invite then messages then join", []*event.Event{text, member(me, "invite"), text, member(me, "join"), text}, 2},
+		{"join without the invite", []*event.Event{text, text, member(me, "join"), text}, 3},
+		{"someone else's join", []*event.Event{text, member("@a:x", "invite"), member("@a:x", "join"), text}, 0},
+		{"left, invited again, joined again", []*event.Event{member(me, "join"), text, member(me, "leave"), text, member(me, "invite"), text, member(me, "join")}, 5},
+	} {
+		if got := historyEnd(tc.timeline, me); got != tc.want {
+			t.Errorf("%s: historyEnd = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"maunium.net/go/mautrix/id"
+
+	"github.com/secgpt/secgpt/bot"
+)
+
+// runBot runs the Matrix bot until ctx ends (SIGINT or SIGTERM).
+func runBot(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlags("bot", stderr)
+	configPath := fs.String("config", "", "config file with a bot section (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *configPath == "" {
+		return &usageError{msg: "bot: --config is required (its bot section names the homeserver and the account)"}
+	}
+	cfg, err := loadConfig(*configPath)
+	if err != nil {
+		return &configError{err: err}
+	}
+	cfg.runsBot = true
+	if err := cfg.validate(); err != nil {
+		return &configError{err: err}
+	}
+	secrets, err := cfg.Bot.secrets()
+	if err != nil {
+		return &configError{err: err}
+	}
+	log := newLogger(cfg.Logging, stderr)
+	if err := checkSandbox(cfg, stderr, log); err != nil {
+		return &startupError{err: err}
+	}
+	sys, err := openSystem(ctx, cfg, log)
+	if err != nil {
+		return &startupError{err: err}
+	}
+	defer sys.Close()
+	b, err := bot.New(ctx, bot.Options{
+		Homeserver:      cfg.Bot.Homeserver,
+		UserID:          id.UserID(cfg.Bot.UserID),
+		Password:        secrets.password,
+		AccessToken:     secrets.accessToken,
+		PickleKey:       secrets.pickleKey,
+		DeviceName:      cfg.Bot.DeviceName,
+		DisplayName:     cfg.Bot.DisplayName,
+		Allow:           cfg.Bot.Allow,
+		Prefix:          cfg.Bot.Prefix,
+		RoomPrefixes:    cfg.Bot.roomPrefixes(),
+		RateMessages:    cfg.Bot.RateLimit.Messages,
+		RateWindow:      cfg.Bot.RateLimit.Per,
+		MaxQueued:       cfg.Bot.MaxQueued,
+		MaxMessageBytes: cfg.Bot.MaxMessage,
+		ConsentSettle:   cfg.Bot.ConsentSettle,
+		DB:              sys.store.DB(),
+		Hub:             sys.hub,
+		Log:             log.With().Str("component", "bot").Logger(),
+	})
+	if err != nil {
+		return &startupError{err: err}
+	}
+	fmt.Fprintf(stderr, "secgpt bot: %s on %s, %d apps installed; stop with Ctrl-C\n", cfg.Bot.UserID, cfg.Bot.Homeserver, len(sys.hub.Apps()))
+	if err := b.Run(ctx); err != nil {
+		return fmt.Errorf("bot: %w", err)
+	}
+	return nil
+}
