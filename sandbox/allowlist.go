@@ -33,12 +33,17 @@ const (
 	actENOSYS
 )
 
-// profiles is the set of profiles a rule applies in.
+// profiles is the set of profiles a rule applies in. ProfileProxy is
+// ProfileStrict plus the rules marked inProxy; ProfileExecNet has the rules
+// of ProfileExec but those marked inExecOnly, plus its own.
 type profiles uint8
 
 const (
 	inStrict profiles = 1 << iota
-	inExec
+	inExecOnly
+	inExecNet
+	inProxy
+	inExec = inExecOnly | inExecNet
 	inBoth = inStrict | inExec
 )
 
@@ -46,8 +51,12 @@ func (ps profiles) has(p Profile) bool {
 	switch p {
 	case ProfileStrict:
 		return ps&inStrict != 0
+	case ProfileProxy:
+		return ps&(inStrict|inProxy) != 0
 	case ProfileExec:
-		return ps&inExec != 0
+		return ps&inExecOnly != 0
+	case ProfileExecNet:
+		return ps&inExecNet != 0
 	}
 	return false
 }
@@ -88,6 +97,10 @@ type rule struct {
 	Reason string
 }
 
+// sockTypeMask selects the socket type from socket(2)'s type argument,
+// without SOCK_NONBLOCK and SOCK_CLOEXEC.
+const sockTypeMask = 0xf
+
 // cloneNamespaces are the clone flags that create namespaces. A thread may
 // not ask for any of them.
 const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
@@ -96,6 +109,10 @@ const cloneNamespaces = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEW
 var (
 	always     []cond
 	unixDomain = []cond{{Arg: 0, Op: opEq, Value: unix.AF_UNIX}}
+	// unixStream is a connected pair: connect cannot re-aim it, as it can
+	// a datagram socket.
+	unixStream = []cond{{Arg: 0, Op: opEq, Value: unix.AF_UNIX}, {Arg: 1, Op: opMaskedEq, Mask: sockTypeMask, Value: unix.SOCK_STREAM}}
+	inetStream = []cond{{Arg: 0, Op: opEq, Value: unix.AF_INET}, {Arg: 1, Op: opMaskedEq, Mask: sockTypeMask, Value: unix.SOCK_STREAM}}
 	noExecProt = []cond{{Arg: 2, Op: opMaskedEq, Mask: unix.PROT_EXEC, Value: 0}}
 	toSelf     = []cond{{Arg: 0, Op: opEq, Value: selfPID}}
 )
@@ -161,11 +178,31 @@ var genericRules = []rule{
 
 	// Sockets: AF_UNIX only, and no way to reach a socket by path or
 	// abstract name: fd 3 is connected before the spoke starts.
-	{"socket", unixDomain, actAllow, inBoth, "AF_UNIX only: no IP, netlink, packet or vsock socket"},
-	{"socketpair", unixDomain, actAllow, inBoth, "in-process AF_UNIX pairs"},
+	{"socket", unixDomain, actAllow, inStrict | inExecOnly, "AF_UNIX only: no IP, netlink, packet or vsock socket"},
+	{"socketpair", unixDomain, actAllow, inStrict | inExecOnly, "in-process AF_UNIX pairs"},
+	{"sendto", []cond{{Arg: 4, Op: opEq, Value: 0}}, actAllow, inExec,
+		"send on a connected socket (CPython's socket.send, asyncio's self-pipe); never to an address"},
+	{"recvfrom", always, actAllow, inExec, "receive on a connected socket (CPython's socket.recv)"},
 	{"getsockopt", always, actAllow, inBoth, "Go's net.FileConn reads SO_TYPE of fd 3"},
 	{"getsockname", always, actAllow, inBoth, "Go's net.FileConn reads fd 3's address"},
 	{"getpeername", always, actAllow, inBoth, "Go's net.FileConn reads fd 3's peer"},
+
+	// The egress proxy of an external app, in a network namespace of the
+	// spoke's own (see ProfileProxy and ProfileExecNet): the spoke opens its
+	// listener before Enter and then only accepts; the app's server only
+	// connects, over TCP/IPv4, to the one port Landlock allows.
+	{"accept4", always, actAllow, inProxy,
+		"accept the app server's connections on the proxy's listener, opened before Enter; no socket, bind, listen or connect"},
+	{"socket", inetStream, actAllow, inExecNet,
+		"TCP over IPv4 only, to reach the egress proxy: the namespace has no route but loopback, and Landlock allows only the proxy's port"},
+	{"connect", always, actAllow, inExecNet,
+		"connect its TCP socket to the egress proxy; it can create no unix socket that connect could aim at a path"},
+	{"socketpair", unixStream, actAllow, inExecNet,
+		"in-process stream pairs (Python asyncio's self-pipe); connected, so connect cannot aim them elsewhere"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.IPPROTO_TCP}, {Arg: 2, Op: opEq, Value: unix.TCP_NODELAY}}, actAllow, inProxy | inExecNet,
+		"TCP_NODELAY on a proxy connection (Go sets it on every TCP connection; urllib3 and http.client fail without it)"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_SOCKET}, {Arg: 2, Op: opEq, Value: unix.SO_KEEPALIVE}}, actAllow, inExecNet,
+		"keep-alive on a proxy connection (Go's dialer sets it)"},
 
 	// Randomness and limits, read-only.
 	{"getrandom", always, actAllow, inBoth, "crypto/rand and runtime seeding"},
@@ -177,10 +214,13 @@ var genericRules = []rule{
 	{"writev", always, actAllow, inExec, "vectored I/O (libuv, stdio)"},
 	{"statx", always, actAllow, inExec, "stat a path (libuv); Landlock does not restrict stat"},
 	{"clock_nanosleep", always, actAllow, inExec, "glibc sleep functions"},
+	{"readlinkat", always, actAllow, inExec, "interpreters and Go's certificate loader resolve links; Landlock does not govern links"},
+	{"ppoll", always, actAllow, inExec, "wait for a descriptor (poll on architectures without the poll syscall)"},
 	{"getuid", always, actAllow, inExec, "read own identity"},
 	{"geteuid", always, actAllow, inExec, "read own identity"},
 	{"getgid", always, actAllow, inExec, "read own identity"},
 	{"getegid", always, actAllow, inExec, "read own identity"},
+	{"getcwd", always, actAllow, inExec, "the working directory's path (os.getcwd); the launcher chose the directory"},
 
 	// The one execve of the exec profile. Landlock grants EXECUTE on ExecPath
 	// and its ELF interpreter only, so this is the only program it can start.

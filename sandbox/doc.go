@@ -6,9 +6,12 @@
 // It has a parent side and a child side. The parent (the hub's spoke
 // manager) calls [Prepare] on the exec.Cmd that re-executes the binary; the
 // child calls [Enter] as the first thing it does, before it reads its first
-// ISC frame, and then runs its one app. [Probe] reports what the kernel
-// offers and [Capabilities.Check] refuses a policy that cannot be enforced
-// unless the operator opted into a weaker sandbox with Policy.AllowWeaker.
+// ISC frame, and then runs its one app; a spoke that hosts an external
+// app's egress proxy first calls [UpLoopback] in its own network namespace,
+// and that app's server is started with [Exec] after its own Enter.
+// [Probe] reports what the kernel offers and [Capabilities.Check] refuses a
+// policy that cannot be enforced unless the operator opted into a weaker
+// sandbox with Policy.AllowWeaker.
 //
 // This package must never fail open: when a protection that a policy needs
 // cannot be applied, Prepare, Check and Enter return an error and the caller

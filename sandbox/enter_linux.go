@@ -23,15 +23,21 @@ import (
 //  4. no_new_privs on every thread (set here on the calling thread,
 //     carried to the others by Landlock and seccomp's TSYNC);
 //  5. Landlock: read-only access to the executable and the libraries it
-//     maps, to p.ReadOnly, and for ProfileExec to the system libraries;
-//     EXECUTE only on p.ExecPath and its ELF interpreter; read-write access
-//     to p.Scratch; no TCP or UDP port; abstract unix sockets and signals
-//     scoped to the spoke;
+//     maps, to p.ReadOnly, and for ProfileExec and ProfileExecNet to the
+//     system libraries; EXECUTE only on p.ExecPath and its ELF interpreter;
+//     read-write access to p.Scratch; no TCP or UDP port but, for
+//     ProfileExecNet, TCP connect to p.ProxyPort; abstract unix sockets and
+//     signals scoped to the spoke;
 //  6. the seccomp allowlist of p.Profile, on every thread (TSYNC).
 //
-// If seccomp or Landlock is unavailable, Enter fails with a *MissingError
-// before it changes anything, unless p.AllowWeaker, in which case it reports
-// the protection off and goes on. Any other failure is an error: a
+// Before the limits it drops every capability the process holds (only a
+// ProfileProxy spoke that did not call UpLoopback has one). ProfileProxy
+// and ProfileExecNet need a network namespace of their own, as seen from
+// inside (loopback is the only interface).
+//
+// If seccomp or Landlock or such a namespace is unavailable, Enter fails
+// with a *MissingError before it changes anything, unless p.AllowWeaker, in
+// which case it reports the protection off and goes on. Any other failure is an error: a
 // half-applied sandbox is never reported as applied. Once Enter has run, it
 // cannot be undone.
 //
@@ -54,6 +60,12 @@ func Enter(p Policy) (Report, error) {
 	if !scOK {
 		missing = append(missing, "seccomp: "+scDetail)
 	}
+	netOwn, netDetail := true, ""
+	if p.Profile.ownNetwork() {
+		if netOwn, netDetail = ownNetworkNamespace(); !netOwn {
+			missing = append(missing, "network namespace: "+netDetail)
+		}
+	}
 	if len(missing) > 0 && !p.AllowWeaker {
 		return rep, &MissingError{Missing: missing}
 	}
@@ -73,6 +85,21 @@ func Enter(p Policy) (Report, error) {
 
 	ns := namespacesDetail()
 	rep.add(namespacesProtection, ns != "none", ns)
+	if p.Profile.ownNetwork() {
+		if netOwn {
+			rep.add("network namespace", true, "its own, loopback only (profile "+string(p.Profile)+")")
+		} else {
+			rep.add("network namespace", false, "weaker sandbox allowed: "+netDetail)
+		}
+	}
+
+	// A ProfileProxy spoke may hold CAP_NET_ADMIN over its own namespace
+	// until UpLoopback; no spoke runs on with a capability.
+	if dropped, err := dropCapabilities(); err != nil {
+		return rep, err
+	} else if dropped {
+		rep.add("capabilities", true, "dropped from every thread")
+	}
 
 	// Paths are gathered before the limits: reading /proc/self/maps needs
 	// a descriptor and memory, and Landlock will forbid it.
@@ -221,7 +248,8 @@ func namespacesDetail() string {
 	return strings.Join(in, ", ")
 }
 
-// Exec replaces the spoke with p.ExecPath (ProfileExec only), after Enter.
+// Exec replaces the spoke with p.ExecPath (ProfileExec and ProfileExecNet
+// only), after Enter.
 // argv[0] is the program's name; env is its whole environment. Exec returns
 // only on failure.
 //
@@ -237,7 +265,7 @@ func namespacesDetail() string {
 // itself. Enter refuses a script as ExecPath: its interpreter would need
 // EXECUTE.
 func Exec(p Policy, argv, env []string) error {
-	if p.Profile != ProfileExec {
+	if !p.Profile.executes() {
 		return fmt.Errorf("%w: profile %q", ErrWrongProfile, p.Profile)
 	}
 	err := syscall.Exec(p.ExecPath, argv, env)

@@ -54,6 +54,8 @@ type landlockPaths struct {
 	ReadDirs  []string
 	Exec      []string
 	Scratch   string
+	// ConnectTCP is the one TCP port the process may connect to; 0 for none.
+	ConnectTCP uint16
 }
 
 // landlockRules computes the paths of policy p. It reads /proc/self/maps
@@ -86,7 +88,8 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		}
 		lp.Scratch = p.Scratch
 	}
-	if p.Profile == ProfileExec {
+	lp.ConnectTCP = p.ProxyPort
+	if p.Profile.executes() {
 		interp, err := elfInterpreter(p.ExecPath)
 		if err != nil {
 			return lp, err
@@ -162,8 +165,8 @@ func elfInterpreter(path string) (string, error) {
 
 // applyLandlock restricts every thread of the process to lp, handling every
 // access right go-landlock knows (V11) that the kernel supports: file
-// access, TCP and UDP bind/connect (no port is allowed), and the abstract
-// unix socket and signal scopes.
+// access, TCP and UDP bind/connect (no port is allowed but lp.ConnectTCP),
+// and the abstract unix socket and signal scopes.
 func applyLandlock(lp landlockPaths) (string, error) {
 	rules := []landlock.Rule{landlock.PathAccess(readFile, lp.ReadFiles...)}
 	if len(lp.ReadDirs) > 0 {
@@ -175,10 +178,17 @@ func applyLandlock(lp landlockPaths) (string, error) {
 	if lp.Scratch != "" {
 		rules = append(rules, landlock.PathAccess(scratchDir, lp.Scratch))
 	}
+	if lp.ConnectTCP != 0 {
+		rules = append(rules, landlock.ConnectTCP(lp.ConnectTCP))
+	}
 	if err := landlock.V11.BestEffort().Restrict(rules...); err != nil {
 		return "", fmt.Errorf("failed to apply landlock: %w", err)
 	}
 	abi, _ := landlockSupport()
-	return fmt.Sprintf("ABI %d; %d read-only files, %d read-only dirs, %d executable, scratch %q",
-		abi, len(lp.ReadFiles), len(lp.ReadDirs), len(lp.Exec), lp.Scratch), nil
+	detail := fmt.Sprintf("ABI %d; %d read-only files, %d read-only dirs, %d executable, scratch %q",
+		abi, len(lp.ReadFiles), len(lp.ReadDirs), len(lp.Exec), lp.Scratch)
+	if lp.ConnectTCP != 0 {
+		detail += fmt.Sprintf(", TCP connect to port %d only", lp.ConnectTCP)
+	}
+	return detail, nil
 }

@@ -21,7 +21,27 @@ const (
 	// (and nothing else), and the program it executes runs under the same
 	// seccomp filter, Landlock domain and limits.
 	ProfileExec Profile = "exec"
+	// ProfileProxy is for the spoke that hosts an external app which
+	// declares egress: ProfileStrict plus accepting TCP connections on the
+	// loopback listener of its egress proxy, which it opens before Enter
+	// (see UpLoopback). It runs only in a network namespace of its own, so
+	// that loopback is the spoke's alone: Check, Prepare and Enter refuse
+	// it elsewhere unless AllowWeaker.
+	ProfileProxy Profile = "proxy"
+	// ProfileExecNet is ProfileExec plus TCP over IPv4 to one port,
+	// Policy.ProxyPort: for an external app's server, which reaches the
+	// network only through its spoke's egress proxy. Like ProfileProxy it
+	// runs only in a network namespace of its own, and it may not create
+	// unix sockets (which could reach sockets by path).
+	ProfileExecNet Profile = "exec_net"
 )
+
+// executes reports whether the profile starts Policy.ExecPath.
+func (p Profile) executes() bool { return p == ProfileExec || p == ProfileExecNet }
+
+// ownNetwork reports whether the profile may run only in a network
+// namespace of its own.
+func (p Profile) ownNetwork() bool { return p == ProfileProxy || p == ProfileExecNet }
 
 // MinAddressSpace is the smallest Limits.AddressSpace a policy may ask for.
 // Address space is not memory: a Go 1.26 cgo spoke on x86-64 reserves about
@@ -83,7 +103,7 @@ func (l Limits) withDefaults() Limits {
 // it on the child's command line (Encode) and the child decodes it
 // (DecodePolicy) before calling Enter. It holds no secret.
 type Policy struct {
-	// Profile is ProfileStrict or ProfileExec.
+	// Profile is ProfileStrict, ProfileExec, ProfileProxy or ProfileExecNet.
 	Profile Profile `json:"profile"`
 	// Limits are the resource limits; zero fields take their defaults.
 	Limits Limits `json:"limits"`
@@ -93,9 +113,13 @@ type Policy struct {
 	// ReadOnly are extra absolute paths (files or directories) the spoke may
 	// read. The executable and the libraries it maps are added by Enter.
 	ReadOnly []string `json:"read_only,omitempty"`
-	// ExecPath is, for ProfileExec only, the absolute path of the one ELF
-	// executable the spoke may execute (see Exec).
+	// ExecPath is, for ProfileExec and ProfileExecNet only, the absolute
+	// path of the one ELF executable the spoke may execute (see Exec).
 	ExecPath string `json:"exec_path,omitempty"`
+	// ProxyPort is, for ProfileExecNet only, the one TCP port the program
+	// may connect to: its spoke's egress proxy on loopback. Landlock
+	// enforces it where the kernel has network rules (ABI 4).
+	ProxyPort uint16 `json:"proxy_port,omitempty"`
 	// Namespaces asks for new user, PID, network and IPC namespaces. It is
 	// best effort: Prepare uses what Probe found and Enter reports it.
 	Namespaces bool `json:"namespaces,omitempty"`
@@ -108,19 +132,23 @@ type Policy struct {
 // Validate checks that p is well formed. It does not look at the kernel.
 func (p Policy) Validate() error {
 	switch p.Profile {
-	case ProfileStrict:
-		if p.ExecPath != "" {
-			return policyError("exec_path is only allowed in profile %q", ProfileExec)
-		}
-	case ProfileExec:
+	case ProfileStrict, ProfileProxy, ProfileExec, ProfileExecNet:
+	default:
+		return policyError("unknown profile %q", p.Profile)
+	}
+	if !p.Profile.executes() && p.ExecPath != "" {
+		return policyError("exec_path is only allowed in profiles %q and %q", ProfileExec, ProfileExecNet)
+	}
+	if p.Profile.executes() {
 		if p.ExecPath == "" {
-			return policyError("profile %q needs exec_path", ProfileExec)
+			return policyError("profile %q needs exec_path", p.Profile)
 		}
 		if err := checkPath("exec_path", p.ExecPath); err != nil {
 			return err
 		}
-	default:
-		return policyError("unknown profile %q", p.Profile)
+	}
+	if (p.Profile == ProfileExecNet) != (p.ProxyPort != 0) {
+		return policyError("proxy_port is required in profile %q and allowed in no other", ProfileExecNet)
 	}
 	if p.Scratch != "" {
 		if err := checkPath("scratch", p.Scratch); err != nil {
@@ -191,8 +219,8 @@ var (
 	// Prepare and Enter when a protection the policy needs is unavailable
 	// and the policy does not allow a weaker sandbox.
 	ErrUnprotected = errors.New("sandbox protection unavailable")
-	// ErrWrongProfile is returned by Exec outside ProfileExec, and on
-	// systems where Exec cannot be confined.
+	// ErrWrongProfile is returned by Exec outside ProfileExec and
+	// ProfileExecNet, and on systems where Exec cannot be confined.
 	ErrWrongProfile = errors.New("exec not allowed by the sandbox policy")
 )
 
@@ -273,7 +301,8 @@ func onOff(b bool) string {
 
 // Check returns nil if p can run here with every protection it needs, or if
 // p.AllowWeaker; otherwise a *MissingError naming what is missing.
-// Namespaces are best effort and never make Check fail.
+// Namespaces are best effort and never make Check fail, except the network
+// namespace that ProfileProxy and ProfileExecNet need.
 func (c Capabilities) Check(p Policy) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -290,6 +319,9 @@ func (c Capabilities) Check(p Policy) error {
 	}
 	if !c.NoNewPrivs {
 		missing = append(missing, "no_new_privs: not supported by the kernel")
+	}
+	if p.Profile.ownNetwork() && (!c.UserNS || !c.NetNS) {
+		missing = append(missing, fmt.Sprintf("network namespace (profile %s needs one of its own): %s", p.Profile, c.NSDetail))
 	}
 	if len(missing) > 0 {
 		return &MissingError{Missing: missing}

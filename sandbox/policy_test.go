@@ -48,6 +48,11 @@ func TestPolicyInvalid(t *testing.T) {
 		{"unclean scratch", sandbox.Policy{Profile: sandbox.ProfileStrict, Scratch: "/srv/../etc"}},
 		{"relative read-only", sandbox.Policy{Profile: sandbox.ProfileStrict, ReadOnly: []string{"etc"}}},
 		{"address space too small", sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandbox.Limits{AddressSpace: 512 << 20}}},
+		{"exec path in proxy", sandbox.Policy{Profile: sandbox.ProfileProxy, ExecPath: "/bin/true"}},
+		{"exec_net without path", sandbox.Policy{Profile: sandbox.ProfileExecNet, ProxyPort: 8080}},
+		{"exec_net without proxy port", sandbox.Policy{Profile: sandbox.ProfileExecNet, ExecPath: "/bin/true"}},
+		{"proxy port in exec", sandbox.Policy{Profile: sandbox.ProfileExec, ExecPath: "/bin/true", ProxyPort: 8080}},
+		{"proxy port in proxy", sandbox.Policy{Profile: sandbox.ProfileProxy, ProxyPort: 8080}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,6 +102,12 @@ func TestCheck(t *testing.T) {
 		{"nothing but weaker allowed", sandbox.Capabilities{}, weaker, nil},
 		{"no namespaces is fine", sandbox.Capabilities{Seccomp: true, LandlockABI: 1, NoNewPrivs: true},
 			sandbox.Policy{Profile: sandbox.ProfileStrict, Namespaces: true}, nil},
+		{"proxy without a network namespace", full, sandbox.Policy{Profile: sandbox.ProfileProxy}, []string{"network namespace"}},
+		{"exec_net without a network namespace", sandbox.Capabilities{Seccomp: true, LandlockABI: 7, NoNewPrivs: true, UserNS: true},
+			sandbox.Policy{Profile: sandbox.ProfileExecNet, ExecPath: "/bin/true", ProxyPort: 80}, []string{"network namespace"}},
+		{"proxy with one", sandbox.Capabilities{Seccomp: true, LandlockABI: 7, NoNewPrivs: true, UserNS: true, NetNS: true},
+			sandbox.Policy{Profile: sandbox.ProfileProxy}, nil},
+		{"proxy without one, weaker allowed", full, sandbox.Policy{Profile: sandbox.ProfileProxy, AllowWeaker: true}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

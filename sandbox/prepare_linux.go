@@ -122,8 +122,11 @@ func childEnv() []string {
 //   - SysProcAttr puts the spoke in its own process group (the hub kills
 //     the group), sends it SIGKILL when the thread that started it dies,
 //     runs it as uid/gid 65534 when the hub is root, and when p.Namespaces
-//     and Probe allow it, in new user, PID, network and IPC namespaces with
-//     its id mapped to itself;
+//     (always for ProfileProxy and ProfileExecNet) and Probe allow it, in
+//     new user, PID, network and IPC namespaces with its id mapped to
+//     itself; a ProfileProxy spoke in its own network namespace gets
+//     CAP_NET_ADMIN over that namespace as an ambient capability, to bring
+//     up its loopback (UpLoopback drops it);
 //   - p.Scratch is created (0700) and, when the hub is root, given to 65534.
 //
 // Prepare fails closed: if Probe finds a protection p needs missing (see
@@ -139,13 +142,18 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 	}
 	uid, gid := childIDs()
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if p.Namespaces && caps.UserNS {
+	if (p.Namespaces || p.Profile.ownNetwork()) && caps.UserNS {
 		flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWIPC)
 		if caps.PIDNS {
 			flags |= unix.CLONE_NEWPID
 		}
 		if caps.NetNS {
 			flags |= unix.CLONE_NEWNET
+			if p.Profile == ProfileProxy {
+				// Over its own namespace only, to bring up loopback
+				// (UpLoopback), which drops it; Enter drops it too.
+				attr.AmbientCaps = []uintptr{unix.CAP_NET_ADMIN}
+			}
 		}
 		setNamespaces(attr, flags)
 	} else if os.Geteuid() == 0 {

@@ -54,3 +54,8 @@ func Enter(p Policy) (Report, error) {
 func Exec(p Policy, argv, env []string) error {
 	return fmt.Errorf("%w: %s", ErrWrongProfile, unsupported)
 }
+
+// UpLoopback is not supported: there are no network namespaces here.
+func UpLoopback() error {
+	return fmt.Errorf("%w: %s", ErrUnprotected, unsupported)
+}

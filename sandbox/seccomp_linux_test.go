@@ -5,6 +5,7 @@ package sandbox
 import (
 	"encoding/binary"
 	"os"
+	"slices"
 	"testing"
 
 	seccomp "github.com/seccomp/libseccomp-golang"
@@ -113,7 +114,7 @@ func wantRet(a action) uint32 {
 // filter: a call that meets the rule's conditions gets the rule's action,
 // and a call that breaks a condition gets EPERM.
 func TestRuleTable(t *testing.T) {
-	for _, p := range []Profile{ProfileStrict, ProfileExec} {
+	for _, p := range allProfiles {
 		t.Run(string(p), func(t *testing.T) {
 			c := compile(t, p)
 			actions := map[string]action{}
@@ -169,16 +170,16 @@ func TestFilterDenies(t *testing.T) {
 		profiles []Profile
 		want     uint32
 	}{
-		{"IPv4 socket", "socket", []uint64{unix.AF_INET, unix.SOCK_STREAM}, both, retEPERM},
+		{"IPv4 socket", "socket", []uint64{unix.AF_INET, unix.SOCK_STREAM}, []Profile{ProfileStrict, ProfileProxy, ProfileExec}, retEPERM},
 		{"IPv6 socket", "socket", []uint64{unix.AF_INET6, unix.SOCK_DGRAM}, both, retEPERM},
 		{"netlink socket", "socket", []uint64{unix.AF_NETLINK, unix.SOCK_RAW}, both, retEPERM},
 		{"packet socket", "socket", []uint64{unix.AF_PACKET, unix.SOCK_RAW}, both, retEPERM},
 		{"vsock socket", "socket", []uint64{unix.AF_VSOCK, unix.SOCK_STREAM}, both, retEPERM},
-		{"connect", "connect", nil, both, retEPERM},
+		{"connect", "connect", nil, []Profile{ProfileStrict, ProfileProxy, ProfileExec}, retEPERM},
 		{"bind", "bind", nil, both, retEPERM},
 		{"listen", "listen", nil, both, retEPERM},
-		{"accept4", "accept4", nil, both, retEPERM},
-		{"sendto an address", "sendto", nil, both, retEPERM},
+		{"accept4", "accept4", nil, []Profile{ProfileStrict, ProfileExec, ProfileExecNet}, retEPERM},
+		{"sendto an address", "sendto", []uint64{3, 0, 0, 0, 0x1000, 16}, both, retEPERM},
 		{"sendmsg", "sendmsg", nil, both, retEPERM},
 		{"fork", "fork", nil, both, retEPERM},
 		{"vfork", "vfork", nil, both, retEPERM},
@@ -187,10 +188,10 @@ func TestFilterDenies(t *testing.T) {
 		{"clone a thread in a new user namespace", "clone", []uint64{unix.CLONE_THREAD | unix.CLONE_NEWUSER}, both, retEPERM},
 		{"clone a thread in a new network namespace", "clone", []uint64{unix.CLONE_THREAD | unix.CLONE_NEWNET}, both, retEPERM},
 		{"clone3", "clone3", nil, both, retENOSYS},
-		{"execve in strict", "execve", nil, []Profile{ProfileStrict}, retEPERM},
+		{"execve in strict", "execve", nil, []Profile{ProfileStrict, ProfileProxy}, retEPERM},
 		{"execveat", "execveat", nil, both, retEPERM},
-		{"executable mmap in strict", "mmap", []uint64{0, 4096, unix.PROT_READ | unix.PROT_EXEC}, []Profile{ProfileStrict}, retEPERM},
-		{"executable mprotect in strict", "mprotect", []uint64{0, 4096, unix.PROT_EXEC}, []Profile{ProfileStrict}, retEPERM},
+		{"executable mmap in strict", "mmap", []uint64{0, 4096, unix.PROT_READ | unix.PROT_EXEC}, []Profile{ProfileStrict, ProfileProxy}, retEPERM},
+		{"executable mprotect in strict", "mprotect", []uint64{0, 4096, unix.PROT_EXEC}, []Profile{ProfileStrict, ProfileProxy}, retEPERM},
 		{"kill another process", "kill", []uint64{other, 9}, both, retEPERM},
 		{"kill a process group", "kill", []uint64{0, 9}, both, retEPERM},
 		{"tgkill another process", "tgkill", []uint64{other, other, 9}, both, retEPERM},
@@ -221,8 +222,20 @@ func TestFilterDenies(t *testing.T) {
 		{"perf_event_open", "perf_event_open", nil, both, retKillProcess},
 		{"userfaultfd", "userfaultfd", nil, both, retKillProcess},
 		{"io_uring_setup", "io_uring_setup", nil, both, retENOSYS},
+
+		// The egress proxy's profiles add what the proxy needs, and
+		// nothing a spoke could reach anything else with.
+		{"IPv4 datagram socket in exec_net", "socket", []uint64{unix.AF_INET, unix.SOCK_DGRAM}, []Profile{ProfileExecNet}, retEPERM},
+		{"IPv4 raw socket in exec_net", "socket", []uint64{unix.AF_INET, unix.SOCK_RAW}, []Profile{ProfileExecNet}, retEPERM},
+		{"IPv6 stream socket in exec_net", "socket", []uint64{unix.AF_INET6, unix.SOCK_STREAM}, []Profile{ProfileExecNet}, retEPERM},
+		{"unix socket in exec_net", "socket", []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, []Profile{ProfileExecNet}, retEPERM},
+		{"unix datagram pair in exec_net", "socketpair", []uint64{unix.AF_UNIX, unix.SOCK_DGRAM}, []Profile{ProfileExecNet}, retEPERM},
+		{"setsockopt SO_BINDTODEVICE", "setsockopt", []uint64{3, unix.SOL_SOCKET, unix.SO_BINDTODEVICE}, allProfiles, retEPERM},
+		{"setsockopt outside the proxy's profiles", "setsockopt", []uint64{3, unix.IPPROTO_TCP, unix.TCP_NODELAY}, []Profile{ProfileStrict, ProfileExec}, retEPERM},
+		{"ioctl TIOCSTI in the exec profiles", "ioctl", []uint64{0, unix.TIOCSTI}, []Profile{ProfileExec, ProfileExecNet}, retEPERM},
+		{"ioctl SIOCSIFFLAGS", "ioctl", []uint64{3, unix.SIOCSIFFLAGS}, allProfiles, retEPERM},
 	}
-	for _, p := range []Profile{ProfileStrict, ProfileExec} {
+	for _, p := range allProfiles {
 		c := compile(t, p)
 		for _, tt := range tests {
 			if !contains(tt.profiles, p) {
@@ -252,7 +265,10 @@ func TestFilterDenies(t *testing.T) {
 	}
 }
 
-var both = []Profile{ProfileStrict, ProfileExec}
+var (
+	both        = []Profile{ProfileStrict, ProfileProxy, ProfileExec, ProfileExecNet}
+	allProfiles = both
+)
 
 func contains(ps []Profile, p Profile) bool {
 	for _, q := range ps {
@@ -261,6 +277,46 @@ func contains(ps []Profile, p Profile) bool {
 		}
 	}
 	return false
+}
+
+// TestProxyProfilesAddOnly checks that each profile of the egress proxy is
+// its base profile plus the few calls the proxy needs: ProfileProxy is
+// ProfileStrict plus accept4 and setsockopt; ProfileExecNet is ProfileExec
+// plus connect and setsockopt (with narrower socket and socketpair rules).
+func TestProxyProfilesAddOnly(t *testing.T) {
+	allowed := func(p Profile) map[string]bool {
+		out := map[string]bool{}
+		for _, r := range tableFor(p) {
+			if r.Action == actAllow {
+				out[r.Name] = true
+			}
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		profile, base Profile
+		added         []string
+	}{
+		{ProfileProxy, ProfileStrict, []string{"accept4", "setsockopt"}},
+		{ProfileExecNet, ProfileExec, []string{"connect", "setsockopt"}},
+	} {
+		got, base := allowed(tt.profile), allowed(tt.base)
+		var added []string
+		for name := range got {
+			if !base[name] {
+				added = append(added, name)
+			}
+		}
+		slices.Sort(added)
+		if !slices.Equal(added, tt.added) {
+			t.Errorf("%s adds %v to %s, want %v", tt.profile, added, tt.base, tt.added)
+		}
+		for name := range base {
+			if !got[name] {
+				t.Errorf("%s lacks %s of %s", tt.profile, name, tt.base)
+			}
+		}
+	}
 }
 
 // TestStrictSmallerThanExec checks that the strict profile allows nothing

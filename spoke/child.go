@@ -19,8 +19,9 @@ import (
 // itself as a spoke. main dispatches on it before anything else runs.
 const ChildArg = "__secgpt_spoke"
 
-// IsChild reports whether this process was started as a spoke.
-func IsChild() bool { return len(os.Args) > 1 && os.Args[1] == ChildArg }
+// IsChild reports whether this process was started as a spoke, or as the
+// launcher of an external app's server (see LaunchArg).
+func IsChild() bool { return len(os.Args) > 1 && (os.Args[1] == ChildArg || os.Args[1] == LaunchArg) }
 
 // iscFD is the inherited ISC socket.
 const iscFD = 3
@@ -32,17 +33,23 @@ const (
 	exitSandbox    = 70
 	exitProtocol   = 71
 	exitUnknownApp = 72
+	exitAppFailed  = 73 // an external app's server failed; the hub was told why
 )
 
 // ChildMain runs the spoke child and returns its exit code. It confines the
-// process before reading its first frame.
+// process before reading its first frame. Started as the launcher of an
+// external app's server, it runs that instead.
 func ChildMain() int {
+	if len(os.Args) > 1 && os.Args[1] == LaunchArg {
+		return launcherMain()
+	}
 	fs := flag.NewFlagSet("secgpt-spoke", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	appName := fs.String("app", "", "app to host; empty for a vanilla spoke")
 	policyText := fs.String("policy", "", "sandbox policy")
 	maxFrame := fs.Int("max-frame", DefaultMaxFrame, "ISC frame limit")
 	logLevel := fs.String("log-level", "info", "log level")
+	external := fs.String(ExternalArg[2:], "", "external app declaration (see External)")
 	if len(os.Args) < 2 || fs.Parse(os.Args[2:]) != nil {
 		fmt.Fprintln(os.Stderr, "secgpt-spoke: bad arguments")
 		return exitUsage
@@ -58,6 +65,15 @@ func ChildMain() int {
 		log.Error().Err(err).Msg("Refusing to run without a valid sandbox policy")
 		return exitSandbox
 	}
+	var ext *externalApp
+	if *external != "" {
+		// Its environment, loopback, proxy and server are set up while the
+		// spoke may still read a pipe, bind and start a process.
+		if ext, err = prepareExternal(*external, policy, log); err != nil {
+			log.Error().Err(err).Str("app", *appName).Msg("Refusing to run the external app")
+			return exitAppFailed
+		}
+	}
 	report, err := sandbox.Enter(policy)
 	if err != nil {
 		log.Error().Err(err).Msg("Refusing to run: sandbox could not be applied")
@@ -65,7 +81,9 @@ func ChildMain() int {
 	}
 
 	var app apps.App
-	if *appName != "" {
+	if ext != nil {
+		app = ext
+	} else if *appName != "" {
 		a, ok := apps.Lookup(*appName)
 		if !ok {
 			log.Error().Str("app", *appName).Msg("Unknown app")
@@ -84,6 +102,9 @@ func ChildMain() int {
 		enc: NewEncoder(conn, *maxFrame),
 		dec: NewSpokeDecoder(conn, *maxFrame),
 		log: log,
+	}
+	if ext != nil {
+		ext.attach(rt)
 	}
 	var protections []string
 	for _, p := range report.Protections {
@@ -143,7 +164,7 @@ func (rt *runtime) serve(ctx context.Context) int {
 			rt.log.Error().Err(err).Msg("Bad step from hub")
 			return exitProtocol
 		}
-		res := rt.runStep(ctx, step)
+		res, fatal := rt.handleStep(ctx, step)
 		if err := rt.send(Frame{Kind: KindResult, ID: f.ID}, res); err != nil {
 			if errors.Is(err, ErrFrameTooLarge) {
 				err = rt.send(Frame{Kind: KindResult, ID: f.ID}, Result{Error: "the result was larger than the channel allows"})
@@ -152,6 +173,9 @@ func (rt *runtime) serve(ctx context.Context) int {
 				rt.log.Error().Err(err).Msg("Failed to send result")
 				return exitProtocol
 			}
+		}
+		if fatal {
+			return exitAppFailed
 		}
 	}
 }

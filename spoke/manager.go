@@ -11,7 +11,10 @@
 // This package never decides what a spoke may do: every request a child makes
 // is handed to the hub through Handler, and a child is known only by the
 // channel it speaks on. It must never give a child a secret, an inherited
-// file descriptor beyond fds 0–3, or the parent's environment.
+// file descriptor beyond fds 0–3, or the parent's environment; the one
+// exception is an external app's own environment (its secrets included),
+// which its spoke reads from a pipe on fd 4 and closes before it confines
+// itself, and hands to that app's server alone (see External).
 package spoke
 
 import (
@@ -123,6 +126,12 @@ type Options struct {
 	MaxFramesPerSecond int
 	// LogLevel is passed to children; default info.
 	LogLevel zerolog.Level
+	// Extra, when set, gives the spoke of a key its extra arguments
+	// (public: any process can read argv) and private bytes that it reads
+	// on fd 4 and closes before it confines itself (an external app's
+	// environment; see ExternalLaunch). Nil private bytes pass no fd 4; an
+	// error fails the start.
+	Extra func(k Key) (args []string, private []byte, err error)
 	// Log receives the manager's and the children's logs.
 	Log zerolog.Logger
 }
@@ -358,6 +367,22 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 		"--log-level", m.opts.LogLevel.String())
 	cmd.Args[0] = "secgpt-spoke"
 	cmd.ExtraFiles = []*os.File{childFile} // fd 3
+	if m.opts.Extra != nil {
+		args, private, err := m.opts.Extra(key)
+		if err == nil && private != nil {
+			var r *os.File
+			if r, err = privatePipe(private); err == nil {
+				defer r.Close()
+				cmd.ExtraFiles = append(cmd.ExtraFiles, r) // fd 4
+			}
+		}
+		if err != nil {
+			conn.Close()
+			childFile.Close()
+			return nil, m.failure(key, "could not be started: "+err.Error(), err)
+		}
+		cmd.Args = append(cmd.Args, args...)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		conn.Close()
@@ -498,18 +523,28 @@ func (p *process) wait() {
 	if err != nil {
 		p.log.Debug().Err(err).Msg("Spoke exited")
 	}
-	p.conn.Close()
+	// Whatever the spoke left in its group goes with it: an external app's
+	// server, which its spoke could not signal across their sandboxes.
+	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	// What the spoke wrote before it exited (a result, then exit: an
+	// external app whose server failed) is still read; the deadline ends
+	// the reader should a descendant hold the spoke's end open.
+	_ = p.conn.SetReadDeadline(time.Now().Add(exitDrain))
 	close(p.dead)
 }
+
+// exitDrain bounds reading what a spoke wrote before it exited.
+const exitDrain = time.Second
 
 // readFrames decodes frames until the channel fails, enforcing the frame
 // rate. Any decode error kills the spoke.
 func (p *process) readFrames(dec *Decoder) {
 	defer close(p.frames)
+	defer p.conn.Close()
 	for {
 		f, err := dec.Decode()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !(errors.Is(err, os.ErrDeadlineExceeded) && p.gone()) {
 				p.log.Warn().Err(err).Msg("Spoke sent a bad frame; stopping it")
 				p.kill(fmt.Errorf("%w: %v", ErrProtocol, err))
 			}
@@ -521,6 +556,12 @@ func (p *process) readFrames(dec *Decoder) {
 			p.log.Warn().Int("limit", p.maxRate).Msg("Spoke flooded the channel; stopping it")
 			p.kill(ErrFlood)
 			return
+		}
+		// A frame is delivered even if the spoke has exited since.
+		select {
+		case p.frames <- f:
+			continue
+		default:
 		}
 		select {
 		case p.frames <- f:
@@ -780,4 +821,26 @@ func (p *process) serve(ctx context.Context, f Frame, h Handler) (Frame, error) 
 	}
 	reply.Body = b
 	return reply, nil
+}
+
+// privatePipe returns the read end of a pipe that holds b and is closed for
+// writing. b must fit the pipe's buffer, which is written before the child
+// starts.
+func privatePipe(b []byte) (*os.File, error) {
+	if len(b) > maxPrivate {
+		return nil, fmt.Errorf("private data of %d bytes is over the %d-byte limit", len(b), maxPrivate)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("failed to make the private pipe: %w", err)
+	}
+	_, err = w.Write(b)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("failed to fill the private pipe: %w", err)
+	}
+	return r, nil
 }

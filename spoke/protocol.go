@@ -210,6 +210,10 @@ type Step struct {
 	OtherTools []string `json:"other_tools,omitempty"`
 	// MaxLLMCalls bounds this step's completions; the hub enforces it too.
 	MaxLLMCalls int `json:"max_llm_calls"`
+	// Describe asks the spoke for its app's spec instead of any work: the
+	// Result's Output is the apps.Spec as JSON. Only discovery sends it
+	// (see Describe).
+	Describe bool `json:"describe,omitempty"`
 }
 
 // StepOutput is one step's typed result, as shown to a collaborative spoke.

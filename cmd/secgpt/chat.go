@@ -96,7 +96,7 @@ func chatCommand(ctx context.Context, sys *system, userID, line string, out io.W
 		fmt.Fprintln(out, chatHelp)
 	case "/apps":
 		for _, s := range sys.hub.Apps() {
-			printApp(out, s, sys.cfg.Sandbox)
+			printApp(out, s, sys.cfg.appLimits(s.Name))
 		}
 	case "/grants":
 		grants, err := sys.hub.Grants(ctx, userID)

@@ -11,9 +11,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/casestudy"
 	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/sandbox"
 )
 
 // consentPolicies are the non-interactive answers `ask` can give.
@@ -160,24 +163,40 @@ func runApps(args []string, stdout io.Writer) error {
 	}
 	for _, name := range cfg.Apps.Installed {
 		a, _ := apps.Lookup(name)
-		printApp(stdout, a.Spec(), cfg.Sandbox)
+		printApp(stdout, a.Spec(), cfg.appLimits(name))
+	}
+	// External apps' functions are what their servers list: start each.
+	declared := cfg.Apps.External
+	specs, failed := discoverExternal(context.Background(), &cfg, zerolog.Nop())
+	for _, e := range declared {
+		if err := failed[e.Name]; err != nil {
+			fmt.Fprintf(stdout, "%s (external MCP app): NOT INSTALLED: %s\n", e.Name, oneLine(err.Error(), 600))
+		}
+	}
+	for _, s := range specs {
+		printApp(stdout, s, cfg.appLimits(s.Name))
 	}
 	return nil
 }
 
 // printApp describes one app: what it is, what it may reach, how it is confined.
-func printApp(w io.Writer, s apps.Spec, sb SandboxConfig) {
+func printApp(w io.Writer, s apps.Spec, l sandbox.Limits) {
 	kind := "built-in"
-	if s.IsAnnotation() {
+	switch {
+	case s.IsAnnotation():
 		kind = "built-in annotation app"
+	case s.Profile == apps.ProfileExec:
+		kind = "external (MCP)"
 	}
 	egress := "none"
 	if len(s.Egress) > 0 {
 		egress = strings.Join(s.Egress, ", ")
 	}
-	l := sandboxLimits(sb, s.Name)
 	fmt.Fprintf(w, "%s %s (%s)\n", s.Name, s.Version, kind)
 	fmt.Fprintf(w, "  identity:    %s\n", s.Hash())
+	if s.Identity != "" {
+		fmt.Fprintf(w, "  code:        %s\n", s.Identity)
+	}
 	fmt.Fprintf(w, "  description: %s\n", oneLine(s.Description, 200))
 	fmt.Fprintf(w, "  egress:      %s\n", egress)
 	fmt.Fprintf(w, "  sandbox:     profile %s, cpu %ds, address space %d MiB, file size %d MiB, open files %d\n",

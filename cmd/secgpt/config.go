@@ -61,6 +61,8 @@ type SimulatorConfig struct {
 
 type AppsConfig struct {
 	Installed []string `yaml:"installed"`
+	// External are MCP servers installed as apps (see external.go).
+	External []ExternalApp `yaml:"external"`
 }
 
 type ConsentConfig struct {
@@ -288,6 +290,9 @@ func (c *Config) validate() error {
 			return bad(fmt.Sprintf("apps.installed[%d]", i), "%q is listed twice", name)
 		}
 		seen[name] = true
+	}
+	if err := c.Apps.validateExternal(seen); err != nil {
+		return err
 	}
 	for _, app := range sortedNames(c.LLM.Models.Apps) {
 		if !seen[app] {

@@ -61,6 +61,9 @@ func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zero
 		s.Close()
 		return nil, err
 	}
+	// Before the spoke manager, which must know what discovery found.
+	external, _ := discoverExternal(ctx, &cfg, log)
+	s.cfg = cfg
 	if s.spokes, err = newSpokeManager(cfg, log); err != nil {
 		s.Close()
 		return nil, err
@@ -70,6 +73,7 @@ func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zero
 		a, _ := apps.Lookup(name)
 		specs = append(specs, a.Spec())
 	}
+	specs = append(specs, external...)
 	if s.hub, err = newHub(ctx, cfg, st, s.model, s.spokes, specs, egress, log); err != nil {
 		s.Close()
 		return nil, err
@@ -168,6 +172,13 @@ func checkSandbox(cfg Config, stderr io.Writer, log zerolog.Logger) error {
 // configured limits, and a private scratch directory per (user, app).
 func spokePolicy(cfg Config) spoke.PolicyFunc {
 	return func(k spoke.Key) (sandbox.Policy, error) {
+		if e, ok := cfg.Apps.externalApp(k.App); ok {
+			scratch, err := spoke.ScratchDir(cfg.Spokes.ScratchDir, k)
+			if err != nil {
+				return sandbox.Policy{}, err
+			}
+			return externalPolicy(cfg, e, scratch), nil
+		}
 		profile := sandbox.Profile(apps.ProfileStrict)
 		if k.App != "" {
 			a, ok := apps.Lookup(k.App)
@@ -197,6 +208,7 @@ func newSpokeManager(cfg Config, log zerolog.Logger) (*spoke.Manager, error) {
 	}
 	return spoke.NewManager(spoke.Options{
 		Policy:             spokePolicy(cfg),
+		Extra:              externalExtra(cfg),
 		MaxFrame:           cfg.Spokes.MaxFrameBytes,
 		StartTimeout:       cfg.Deadlines.SpokeStart,
 		StepTimeout:        cfg.Deadlines.Step,

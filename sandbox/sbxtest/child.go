@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -39,6 +41,8 @@ func (e errEnter) Error() string { return e.err.Error() }
 // attempts is the child's catalog, by name.
 var attempts = map[string]attempt{
 	"ready":         ready,
+	"proxy":         proxy,
+	"caps":          capsAfterEnter,
 	"read":          entered(func(a []string) (string, error) { b, err := os.ReadFile(a[0]); return strconv.Itoa(len(b)), err }),
 	"write":         entered(func(a []string) (string, error) { return "", os.WriteFile(a[0], []byte("x"), 0o600) }),
 	"socket":        entered(socket),
@@ -196,7 +200,7 @@ func execDeclared(enter func() error, p sandbox.Policy, args []string) (string, 
 	if err := enter(); err != nil {
 		return "", err
 	}
-	if p.Profile != sandbox.ProfileExec {
+	if p.Profile != sandbox.ProfileExec && p.Profile != sandbox.ProfileExecNet {
 		return "execve", syscall.Exec("/bin/true", []string{"true"}, nil)
 	}
 	return "exec", sandbox.Exec(p, args, []string{})
@@ -414,4 +418,77 @@ func workload(args []string) (string, error) {
 	}
 	<-time.After(5 * time.Millisecond)
 	return fmt.Sprint(reply["kind"]), enc.Encode(map[string]any{"kind": "result"})
+}
+
+// proxy is what the spoke of an external app with egress does: bring up
+// loopback (dropping the capability it took), open a listener, and after
+// Enter only accept. A client connects before Enter, so that there is a
+// connection to accept; after Enter a new one must fail. The detail is the
+// capability sets after UpLoopback and whether the accept worked.
+func proxy(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
+	if err := sandbox.UpLoopback(); err != nil {
+		return "", fmt.Errorf("failed to bring up loopback: %w", err)
+	}
+	caps, err := capabilitySets()
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("failed to listen: %w", err)
+	}
+	client, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		return "", fmt.Errorf("failed to connect before Enter: %w", err)
+	}
+	defer client.Close()
+	if err := enter(); err != nil {
+		return "", err
+	}
+	accepted := "accepted"
+	if c, err := ln.Accept(); err != nil {
+		accepted = "accept failed: " + err.Error()
+	} else {
+		c.Close()
+	}
+	_, err = net.Dial("tcp4", ln.Addr().String())
+	return caps + "; " + accepted, err
+}
+
+// capsAfterEnter reports the capability sets after Enter, through a
+// descriptor opened before (Landlock forbids opening /proc after).
+func capsAfterEnter(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := enter(); err != nil {
+		return "", err
+	}
+	buf := make([]byte, 8192)
+	n, err := f.ReadAt(buf, 0)
+	if n == 0 {
+		return "", err
+	}
+	return capabilityLines(string(buf[:n])), nil
+}
+
+// capabilitySets returns the capability lines of /proc/self/status.
+func capabilitySets() (string, error) {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "", err
+	}
+	return capabilityLines(string(status)), nil
+}
+
+func capabilityLines(status string) string {
+	var sets []string
+	for _, line := range strings.Split(status, "\n") {
+		if strings.HasPrefix(line, "CapInh:") || strings.HasPrefix(line, "CapPrm:") || strings.HasPrefix(line, "CapEff:") || strings.HasPrefix(line, "CapAmb:") {
+			sets = append(sets, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	return strings.Join(sets, ", ")
 }

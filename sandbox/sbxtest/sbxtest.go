@@ -150,6 +150,71 @@ func ExecHelper(tb testing.TB) string {
 	})
 }
 
+// netHelperSource is the program the exec_net tests run as ExecPath: it
+// tries, in its own network namespace (loopback down), every way out a
+// server of an external app might try, and reports each like the exec
+// helper. argv[1] is the port the policy allows, argv[2] another.
+const netHelperSource = `#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void report(const char *step, long r) {
+	printf("{\"step\":\"%s\",\"ok\":%s,\"errno\":%d}\n", step, r < 0 ? "false" : "true", r < 0 ? errno : 0);
+	fflush(stdout);
+}
+
+static long connect_to(int port) {
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return s;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	long r = connect(s, (struct sockaddr *)&a, sizeof a);
+	close(s);
+	return r;
+}
+
+int main(int argc, char **argv) {
+	int pair[2];
+	report("connect_proxy_port", connect_to(atoi(argv[1])));
+	report("connect_other_port", connect_to(atoi(argv[2])));
+	report("socket_udp", socket(AF_INET, SOCK_DGRAM, 0));
+	report("socket_inet6", socket(AF_INET6, SOCK_STREAM, 0));
+	report("socket_unix", socket(AF_UNIX, SOCK_STREAM, 0));
+	report("socketpair_dgram", socketpair(AF_UNIX, SOCK_DGRAM, 0, pair));
+	report("socketpair_stream", socketpair(AF_UNIX, SOCK_STREAM, 0, pair));
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in any = {.sin_family = AF_INET};
+	report("bind", bind(s, (struct sockaddr *)&any, sizeof any));
+	report("listen", listen(s, 1));
+	report("sendto_address", sendto(s, "x", 1, 0, (struct sockaddr *)&any, sizeof any));
+	return 0;
+}
+`
+
+// NetHelper compiles the exec_net helper (once per process) with gcc and
+// returns its path, or skips the test without gcc.
+func NetHelper(tb testing.TB) string {
+	tb.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		tb.Skipf("gcc not in PATH, cannot build the net helper: %v", err)
+	}
+	return buildOnce(tb, "nethelper", func(out string) *exec.Cmd {
+		src := out + ".c"
+		if err := os.WriteFile(src, []byte(netHelperSource), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		return exec.Command(gcc, "-O1", "-o", out, src)
+	})
+}
+
 // Cleanup removes what ChildBinary and ExecHelper built. Call it from
 // TestMain after m.Run.
 func Cleanup() {

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/hub/egress"
+	"github.com/secgpt/secgpt/sandbox"
+	"github.com/secgpt/secgpt/spoke"
+)
+
+// ExternalApp declares an external app: an MCP server over stdio that
+// runs, like every app, in a sandboxed spoke of its own (docs/apps.md).
+// Declared apps are installed; their names may not be built-in apps'.
+type ExternalApp struct {
+	Name string `yaml:"name" json:"name"`
+	// Command is the absolute path of the server's ELF executable; a
+	// script's interpreter, with the script in Args.
+	Command string   `yaml:"command" json:"command"`
+	Args    []string `yaml:"args" json:"args,omitempty"`
+	// Dir is the server's working directory, readable to it; default its
+	// scratch directory.
+	Dir string `yaml:"dir" json:"dir,omitempty"`
+	// Env is the server's environment: nothing else is inherited.
+	Env map[string]string `yaml:"env" json:"env,omitempty"`
+	// Secrets maps a variable the server sees to the variable of secgpt's
+	// own environment it is read from, when the app's spoke starts.
+	Secrets map[string]string `yaml:"secrets" json:"secrets,omitempty"`
+	// Egress are the registrable domains the app may reach through the
+	// hub's egress broker; none means no network at all.
+	Egress []string `yaml:"egress" json:"egress,omitempty"`
+	// Description replaces the server's own instructions as the app's
+	// description (both are third-party text to the planner).
+	Description string `yaml:"description" json:"description,omitempty"`
+	// Profile is the sandbox profile: exec, the default and only one.
+	Profile string `yaml:"profile" json:"profile,omitempty"`
+	// Limits override the sandbox limits for this app.
+	Limits LimitsConfig `yaml:"limits" json:"limits"`
+	// ReadOnly are further absolute paths the server may read.
+	ReadOnly []string `yaml:"read_only" json:"read_only,omitempty"`
+
+	// identity and functions are what discovery found at start (see
+	// discoverExternal): a spoke is refused a changed app.
+	identity, functions string
+}
+
+// reservedEnv are variables the spoke sets for an external app itself.
+var reservedEnv = append([]string{"HOME", "TMPDIR"}, spoke.ProxyEnv...)
+
+// validateExternal checks every declaration, each problem one line naming
+// the field, and marks the declared apps installed in seen.
+func (a AppsConfig) validateExternal(seen map[string]bool) error {
+	for i, e := range a.External {
+		field := fmt.Sprintf("apps.external[%d]", i)
+		bad := func(sub, format string, args ...any) error {
+			return fmt.Errorf("config: %s%s: %s", field, sub, fmt.Sprintf(format, args...))
+		}
+		switch _, builtin := apps.Lookup(e.Name); {
+		case !apps.ValidName(e.Name):
+			return bad(".name", "%q is not a valid app name: use lower-case letters, digits and single underscores, starting with a letter", e.Name)
+		case builtin:
+			return bad(".name", "%q is the name of a built-in app", e.Name)
+		case seen[e.Name]:
+			return bad(".name", "%q is installed twice", e.Name)
+		}
+		if err := checkCommand(e.Command); err != nil {
+			return bad(".command", "%v", err)
+		}
+		for j, arg := range e.Args {
+			if strings.ContainsRune(arg, 0) {
+				return bad(fmt.Sprintf(".args[%d]", j), "contains a NUL byte")
+			}
+		}
+		if e.Dir != "" {
+			if err := checkExisting(e.Dir, true); err != nil {
+				return bad(".dir", "%v", err)
+			}
+		}
+		for j, p := range e.ReadOnly {
+			if err := checkExisting(p, false); err != nil {
+				return bad(fmt.Sprintf(".read_only[%d]", j), "%v", err)
+			}
+		}
+		for _, k := range sortedNames(e.Env) {
+			if err := checkVariable(k, e.Env[k]); err != nil {
+				return bad(".env."+k, "%v", err)
+			}
+		}
+		for _, k := range sortedNames(e.Secrets) {
+			if err := checkVariable(k, ""); err != nil {
+				return bad(".secrets."+k, "%v", err)
+			}
+			if _, dup := e.Env[k]; dup {
+				return bad(".secrets."+k, "is also set in env")
+			}
+			if !envName.MatchString(e.Secrets[k]) {
+				return bad(".secrets."+k, "must name a variable of secgpt's environment, not %q (the secret itself never goes in the file)", e.Secrets[k])
+			}
+		}
+		if len(e.Egress) > apps.MaxEgressDomains {
+			return bad(".egress", "more than %d domains", apps.MaxEgressDomains)
+		}
+		for j, d := range e.Egress {
+			if _, err := egress.RegistrableDomain(d); err != nil {
+				return bad(fmt.Sprintf(".egress[%d]", j), "%v", err)
+			}
+		}
+		if len(e.Description) > apps.MaxDescription {
+			return bad(".description", "longer than %d bytes", apps.MaxDescription)
+		}
+		if e.Profile != "" && e.Profile != string(apps.ProfileExec) {
+			return bad(".profile", "must be %s, the profile of external apps, not %q", apps.ProfileExec, e.Profile)
+		}
+		if err := e.Limits.validate(field + ".limits"); err != nil {
+			return err
+		}
+		seen[e.Name] = true
+	}
+	return nil
+}
+
+// checkCommand requires an absolute path to an executable ELF file: the
+// sandbox executes that file and nothing else, so a script's interpreter
+// is the command.
+func checkCommand(path string) error {
+	if err := checkExisting(path, false); err != nil {
+		return err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", path)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s is not an ELF executable: for a script, name its interpreter (for example /usr/bin/python3) as command and the script in args", path)
+	}
+	f.Close()
+	return nil
+}
+
+// checkExisting requires a clean absolute path that exists (a directory if
+// dir).
+func checkExisting(path string, dir bool) error {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return fmt.Errorf("%q is not a clean absolute path", path)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s does not exist or cannot be read: %w", path, err)
+	}
+	if dir && !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", path)
+	}
+	return nil
+}
+
+func checkVariable(name, value string) error {
+	switch {
+	case !envName.MatchString(name):
+		return errors.New("is not a valid environment variable name")
+	case slices.Contains(reservedEnv, name):
+		return errors.New("is set by secgpt itself (the app's scratch directory or its egress proxy)")
+	case strings.ContainsRune(value, 0):
+		return errors.New("contains a NUL byte")
+	}
+	return nil
+}
+
+// externalApp returns the declaration of the external app name.
+func (a AppsConfig) externalApp(name string) (ExternalApp, bool) {
+	for _, e := range a.External {
+		if e.Name == name && name != "" {
+			return e, true
+		}
+	}
+	return ExternalApp{}, false
+}
+
+// codeIdentity identifies the app's code and declaration: SHA-256 over the
+// command's bytes, the bytes of every argument that names an existing
+// regular file (its scripts), and the declaration as canonical JSON, which
+// names secrets but holds none of their values. It enters the app's spec,
+// so a grant given to one version of the app does not cover another.
+func (e ExternalApp) codeIdentity() (string, error) {
+	h := sha256.New()
+	io.WriteString(h, "secgpt external app v1\n")
+	hashFile := func(path string) error {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("failed to read %s to identify app %s: %w", path, e.Name, err)
+		}
+		defer f.Close()
+		fmt.Fprintf(h, "file %q\n", path)
+		if _, err := io.Copy(h, f); err != nil {
+			return fmt.Errorf("failed to read %s to identify app %s: %w", path, e.Name, err)
+		}
+		io.WriteString(h, "\n")
+		return nil
+	}
+	if err := hashFile(e.Command); err != nil {
+		return "", err
+	}
+	for _, arg := range e.Args {
+		if st, err := os.Stat(arg); filepath.IsAbs(arg) && err == nil && st.Mode().IsRegular() {
+			if err := hashFile(arg); err != nil {
+				return "", err
+			}
+		}
+	}
+	decl, err := json.Marshal(e)
+	if err != nil {
+		return "", fmt.Errorf("failed to encode the declaration of app %s: %w", e.Name, err)
+	}
+	h.Write(decl)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// limits are the app's sandbox limits: the defaults, the config's for every
+// spoke and for the app, then its declaration's.
+func (e ExternalApp) limits(sb SandboxConfig) sandbox.Limits {
+	l := sandboxLimits(sb, e.Name)
+	if e.Limits.CPUSeconds > 0 {
+		l.CPUSeconds = e.Limits.CPUSeconds
+	}
+	if e.Limits.AddressSpaceBytes > 0 {
+		l.AddressSpace = e.Limits.AddressSpaceBytes
+	}
+	if e.Limits.FileSizeBytes > 0 {
+		l.FileSize = e.Limits.FileSizeBytes
+	}
+	if e.Limits.OpenFiles > 0 {
+		l.OpenFiles = e.Limits.OpenFiles
+	}
+	return l
+}
+
+// appLimits are the sandbox limits of any installed app.
+func (c Config) appLimits(name string) sandbox.Limits {
+	if e, ok := c.Apps.externalApp(name); ok {
+		return e.limits(c.Sandbox)
+	}
+	return sandboxLimits(c.Sandbox, name)
+}
+
+// externalPolicy is the sandbox of an external app's spoke: strict for the
+// spoke itself, which starts the server under the exec profile (see
+// spoke.External); with egress the proxy profile, in a network namespace
+// of its own, whose loopback carries the app's only way out.
+func externalPolicy(cfg Config, e ExternalApp, scratch string) sandbox.Policy {
+	p := sandbox.Policy{
+		Profile:     sandbox.ProfileStrict,
+		Limits:      e.limits(cfg.Sandbox),
+		Scratch:     scratch,
+		Namespaces:  cfg.Sandbox.Namespaces,
+		AllowWeaker: cfg.Sandbox.AllowWeaker,
+	}
+	if len(e.Egress) > 0 {
+		p.Profile, p.Namespaces = sandbox.ProfileProxy, true
+	}
+	return p
+}
+
+// externalExtra gives an external app's spoke its declaration and its
+// environment, secrets read from secgpt's environment now. After discovery
+// it refuses an app whose command, scripts or declaration changed.
+func externalExtra(cfg Config) func(spoke.Key) ([]string, []byte, error) {
+	return func(k spoke.Key) ([]string, []byte, error) {
+		e, ok := cfg.Apps.externalApp(k.App)
+		if !ok {
+			return nil, nil, nil
+		}
+		decl := spoke.External{
+			Name: e.Name, Command: e.Command, Args: e.Args, Dir: e.Dir, ReadOnly: e.ReadOnly,
+			Description: e.Description, Egress: len(e.Egress) > 0, CallTimeout: cfg.Deadlines.Step * 3 / 4,
+		}
+		if !spoke.IsDiscovery(k) && e.identity != "" {
+			id, err := e.codeIdentity()
+			if err != nil {
+				return nil, nil, err
+			}
+			if id != e.identity {
+				return nil, nil, fmt.Errorf("app %s changed on disk since secgpt started (its command, scripts or declaration); restart secgpt to install the new version, which will ask for permission again", e.Name)
+			}
+			decl.Functions = e.functions
+		}
+		env := map[string]string{}
+		for k, v := range e.Env {
+			env[k] = v
+		}
+		for _, k := range sortedNames(e.Secrets) {
+			v, ok := os.LookupEnv(e.Secrets[k])
+			if !ok {
+				return nil, nil, fmt.Errorf("app %s: secret %s: $%s is not set in secgpt's environment", e.Name, k, e.Secrets[k])
+			}
+			env[k] = v
+		}
+		return spoke.ExternalLaunch(decl, env)
+	}
+}
+
+// discoverExternal describes every declared external app in a discovery
+// spoke of its own (no user, no data) and returns their specs: the
+// functions the server lists, completed from the declaration (egress,
+// description, code identity). An app that cannot be discovered is not
+// installed: it is dropped from cfg, with one error line in the log (which
+// is secgpt's stderr), and the rest runs. failed says why, per app.
+func discoverExternal(ctx context.Context, cfg *Config, log zerolog.Logger) (specs []apps.Spec, failed map[string]error) {
+	if len(cfg.Apps.External) == 0 {
+		return nil, nil
+	}
+	failed = map[string]error{}
+	caps := sandbox.Probe()
+	mgr, err := newSpokeManager(*cfg, log)
+	if err != nil {
+		for _, e := range cfg.Apps.External {
+			failed[e.Name] = err
+		}
+		cfg.Apps.External = nil
+		return nil, failed
+	}
+	defer mgr.Close()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Deadlines.SpokeStart+cfg.Deadlines.Step)
+	defer cancel()
+	found := make([]apps.Spec, len(cfg.Apps.External))
+	errs := make([]error, len(cfg.Apps.External))
+	var wg sync.WaitGroup
+	for i := range cfg.Apps.External {
+		e := &cfg.Apps.External[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			found[i], errs[i] = describeExternal(ctx, mgr, e)
+		}()
+	}
+	wg.Wait()
+	var kept []ExternalApp
+	for i, e := range cfg.Apps.External {
+		if errs[i] != nil {
+			failed[e.Name] = errs[i]
+			log.Error().Str("app", e.Name).Msg("External app not installed: " + oneLine(errs[i].Error(), 600))
+			continue
+		}
+		if len(e.Egress) > 0 && !(caps.UserNS && caps.NetNS) {
+			log.Error().Str("app", e.Name).Msg("*** SANDBOX WEAKENED: external app " + e.Name + " has no network namespace of its own (sandbox.allow_weaker_sandbox): its egress proxy listens on the machine's loopback")
+		}
+		log.Info().Str("app", e.Name).Str("version", found[i].Version).Int("functions", len(found[i].Functions)).Msg("External app installed")
+		kept = append(kept, e)
+		specs = append(specs, found[i])
+	}
+	cfg.Apps.External = kept
+	return specs, failed
+}
+
+// describeExternal discovers one app and records, in e, what its later
+// spokes must match.
+func describeExternal(ctx context.Context, mgr *spoke.Manager, e *ExternalApp) (apps.Spec, error) {
+	id, err := e.codeIdentity()
+	if err != nil {
+		return apps.Spec{}, err
+	}
+	spec, err := spoke.Describe(ctx, mgr, e.Name)
+	if err != nil {
+		return apps.Spec{}, err
+	}
+	spec.Profile = apps.ProfileExec
+	spec.Egress = e.Egress
+	spec.Identity = id
+	if e.Description != "" {
+		spec.Description = e.Description
+	}
+	if err := spec.Validate(); err != nil {
+		return apps.Spec{}, err
+	}
+	for _, f := range spec.Functions {
+		for _, schema := range []json.RawMessage{f.Request, f.Response} {
+			if err := apps.CheckSchema(schema); err != nil {
+				return apps.Spec{}, fmt.Errorf("%s: function %s: %w", e.Name, f.Name, err)
+			}
+		}
+	}
+	e.identity, e.functions = id, spoke.FunctionsDigest(spec.Functions)
+	return spec, nil
+}

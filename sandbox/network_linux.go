@@ -1,0 +1,107 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
+)
+
+// ownNetworkNamespace reports whether the process looks, from inside, like
+// it is in a network namespace of its own: loopback is its only interface.
+// Prepare is what puts it there; this is Enter's check that it did.
+func ownNetworkNamespace() (bool, string) {
+	dev, err := os.ReadFile("/proc/self/net/dev")
+	if err != nil {
+		return false, fmt.Sprintf("cannot list network interfaces: %v", err)
+	}
+	// Two header lines, then one line per interface.
+	lines := strings.Split(strings.TrimSpace(string(dev)), "\n")
+	var names []string
+	for _, l := range lines[min(2, len(lines)):] {
+		name, _, _ := strings.Cut(strings.TrimSpace(l), ":")
+		names = append(names, name)
+	}
+	if len(names) == 1 && names[0] == "lo" {
+		return true, "loopback only"
+	}
+	return false, fmt.Sprintf("the process shares a network namespace with interfaces %s", strings.Join(names, ", "))
+}
+
+// UpLoopback brings up the loopback interface of the calling process's own
+// network namespace, which a new namespace starts with down, and then drops
+// every capability from every thread. A ProfileProxy spoke calls it first
+// thing, before it opens its proxy's listener and before Enter: Prepare
+// gave it CAP_NET_ADMIN over its own namespace for exactly this. When
+// loopback is already up (no namespace of its own, as only AllowWeaker
+// permits), it changes nothing but the capabilities.
+func UpLoopback() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("failed to open a socket to configure loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("failed to name the loopback interface: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("failed to read loopback's flags: %w", err)
+	}
+	if flags := ifr.Uint16(); flags&unix.IFF_UP == 0 {
+		ifr.SetUint16(flags | unix.IFF_UP)
+		if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+			return fmt.Errorf("failed to bring up loopback: %w", err)
+		}
+	}
+	if _, err := dropCapabilities(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// dropCapabilities empties the ambient, permitted, effective and
+// inheritable capability sets of every thread, if the calling thread holds
+// any (threads inherit their creator's, so all hold the same). It reports
+// whether there was anything to drop.
+func dropCapabilities() (bool, error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false, fmt.Errorf("failed to read capabilities: %w", err)
+	}
+	held := uint32(0)
+	for _, d := range data {
+		held |= d.Effective | d.Permitted | d.Inheritable
+	}
+	if held == 0 {
+		return false, nil
+	}
+	if _, _, errno := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); errno != 0 {
+		return false, fmt.Errorf("failed to clear ambient capabilities: %w", errno)
+	}
+	// On the heap, which does not move, and kept alive across the call:
+	// psx takes the addresses as plain integers.
+	setHdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	none := new([2]unix.CapUserData)
+	_, _, errno := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(setHdr)), uintptr(unsafe.Pointer(&none[0])), 0)
+	runtime.KeepAlive(setHdr)
+	runtime.KeepAlive(none)
+	if errno != 0 {
+		return false, fmt.Errorf("failed to drop capabilities: %w", errno)
+	}
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false, fmt.Errorf("failed to read capabilities: %w", err)
+	}
+	if data[0].Permitted|data[1].Permitted|data[0].Effective|data[1].Effective != 0 {
+		return false, errors.New("failed to drop capabilities: some remain")
+	}
+	return true, nil
+}

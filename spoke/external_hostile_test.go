@@ -1,0 +1,495 @@
+package spoke_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/secgpt/secgpt/hub/hubtest"
+	"github.com/secgpt/secgpt/sandbox"
+	"github.com/secgpt/secgpt/spoke"
+	"github.com/secgpt/secgpt/spoke/mcptest"
+)
+
+// hostileLimits are the hostile server's limits: small, so that the CPU,
+// file-size and descriptor attacks end in seconds.
+var hostileLimits = sandbox.Limits{CPUSeconds: 2, FileSize: 8 << 20, OpenFiles: 64}
+
+// hostileTargets are what the hostile server aims at, outside its spoke.
+type hostileTargets struct {
+	lab          *mcptest.Lab
+	secret       string
+	victimSecret string // a file in another user's scratch, owned by the spokes' uid
+	outside      string // a world-writable file outside every scratch
+	marker       string // what a shell that ran would create
+	unixSocket   string
+	unixAccepted func() int64
+	database     string
+}
+
+// hostileOutcome is how an attempt must end.
+type hostileOutcome int
+
+const (
+	// blocked: the server reports the attempt failed with this error.
+	blocked hostileOutcome = iota + 1
+	// killed: the sandbox killed the server; the hub reports the app failed.
+	killed
+	// refused: the hub's egress broker refused; the server got a 403.
+	refused
+	// allowed: a control, which must succeed.
+	allowed
+)
+
+type hostileAttack struct {
+	name, function string
+	args           func(*hostileTargets) map[string]any
+	outcome        hostileOutcome
+	// errText must appear in what the server reports.
+	errText string
+	// leak must appear nowhere in the answer, the record or the logs.
+	leak func(*hostileTargets) string
+	// outside checks from outside the spoke that nothing happened.
+	outside func(*hostileTargets, *hostileEvidence) error
+}
+
+// hostileEvidence is what the test can see of the attacker's processes.
+type hostileEvidence struct {
+	spokePID, serverPID int
+	scratch             string
+}
+
+func arg(k string, v any) func(*hostileTargets) map[string]any {
+	return func(*hostileTargets) map[string]any { return map[string]any{k: v} }
+}
+
+func noArgs(*hostileTargets) map[string]any { return map[string]any{} }
+
+func hostileAttacks() []hostileAttack {
+	return []hostileAttack{
+		{name: "read /etc/shadow", function: "read_file", args: arg("path", "/etc/shadow"), outcome: blocked, errText: "Permission denied",
+			leak: func(*hostileTargets) string { return "root:" }},
+		{name: "read the hub's database", function: "read_file", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.database} },
+			outcome: blocked, errText: "Permission denied", leak: func(*hostileTargets) string { return "SQLite format 3" }},
+		{name: "read another user's scratch", function: "read_file", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.victimSecret} },
+			outcome: blocked, errText: "Permission denied", leak: func(t *hostileTargets) string { return t.secret }},
+		{name: "read the hub's environment", function: "read_file", args: arg("path", fmt.Sprintf("/proc/%d/environ", os.Getpid())),
+			outcome: blocked, errText: "Permission denied", leak: func(*hostileTargets) string { return "PATH=" }},
+		{name: "write outside scratch", function: "write_file", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.outside} },
+			outcome: blocked, errText: "Permission denied",
+			outside: func(t *hostileTargets, _ *hostileEvidence) error { return fileHolds(t.outside, t.secret) }},
+		{name: "TCP to a listener on the machine's 127.0.0.1", function: "tcp_connect", args: func(t *hostileTargets) map[string]any { return map[string]any{"address": t.lab.TCP.Addr()} },
+			outcome: blocked, errText: "Permission denied",
+			outside: func(t *hostileTargets, _ *hostileEvidence) error {
+				return untouched("TCP listener", t.lab.TCP.Accepted.Load())
+			}},
+		{name: "UDP to 127.0.0.1", function: "udp_send", args: func(t *hostileTargets) map[string]any { return map[string]any{"address": t.lab.UDP.Addr()} },
+			outcome: blocked, errText: "Operation not permitted",
+			outside: func(t *hostileTargets, _ *hostileEvidence) error {
+				return untouched("UDP socket", t.lab.UDP.Received.Load())
+			}},
+		{name: "TCP to a public address", function: "tcp_connect", args: arg("address", mcptest.PublicIP+":443"), outcome: blocked, errText: "Permission denied"},
+		{name: "UDP to a public DNS server", function: "udp_send", args: arg("address", "9.9.9.9:53"), outcome: blocked, errText: "Operation not permitted"},
+		{name: "resolve a name itself", function: "resolve_name", args: arg("host", "example.net"), outcome: blocked, errText: "gaierror"},
+		{name: "connect to a unix socket by path", function: "unix_connect", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.unixSocket} },
+			outcome: blocked, errText: "Operation not permitted",
+			outside: func(t *hostileTargets, _ *hostileEvidence) error { return untouched("unix socket", t.unixAccepted()) }},
+		{name: "fork bomb", function: "fork_bomb", args: noArgs, outcome: blocked, errText: "Operation not permitted",
+			outside: func(_ *hostileTargets, e *hostileEvidence) error { return groupAtMost(e.spokePID, 2) }},
+		{name: "run /bin/sh as a subprocess", function: "run_shell", args: func(t *hostileTargets) map[string]any { return map[string]any{"marker": t.marker} },
+			outcome: blocked, errText: "Operation not permitted",
+			outside: func(t *hostileTargets, _ *hostileEvidence) error { return absent(t.marker) }},
+		{name: "execve /bin/sh", function: "exec_shell", args: func(t *hostileTargets) map[string]any { return map[string]any{"marker": t.marker} },
+			outcome: blocked, errText: "Permission denied",
+			outside: func(t *hostileTargets, _ *hostileEvidence) error { return absent(t.marker) }},
+		{name: "ptrace the hub", function: "ptrace_attach", args: arg("pid", os.Getpid()), outcome: killed,
+			outside: func(*hostileTargets, *hostileEvidence) error { return notTraced() }},
+		{name: "allocate 4 GiB", function: "allocate_memory", args: arg("bytes", 4<<30), outcome: blocked, errText: "MemoryError",
+			outside: func(_ *hostileTargets, e *hostileEvidence) error { return peakBelow(e.serverPID, 4<<30) }},
+		{name: "spin the CPU", function: "spin_cpu", args: noArgs, outcome: killed},
+		{name: "write a 10 GiB file", function: "big_file", args: func(*hostileTargets) map[string]any { return map[string]any{"path": "big.bin", "bytes": 10 << 30} },
+			outcome: blocked, errText: "File too large",
+			outside: func(_ *hostileTargets, e *hostileEvidence) error {
+				return sizeAtMost(filepath.Join(e.scratch, "big.bin"), hostileLimits.FileSize)
+			}},
+		{name: "open 100,000 files", function: "many_files", args: arg("count", 100000), outcome: blocked, errText: "Too many open files",
+			outside: func(_ *hostileTargets, e *hostileEvidence) error {
+				return openFilesAtMost(e.serverPID, hostileLimits.OpenFiles)
+			}},
+		{name: "reach the network around the proxy", function: "bypass_proxy", args: arg("target", "http://"+mcptest.PublicIP+"/"), outcome: blocked, errText: "Permission denied"},
+		{name: "use its spoke's channel to the hub (fd 3)", function: "spoke_socket", args: noArgs, outcome: blocked, errText: "Bad file descriptor"},
+		{name: "egress to an undeclared domain", function: "fetch_url", args: arg("url", "http://"+mcptest.UndeclaredHost+"/upload"), outcome: refused,
+			errText: "HTTP 403", outside: func(t *hostileTargets, e *hostileEvidence) error {
+				lookups, _ := t.lab.Network()
+				for _, l := range lookups {
+					if l == mcptest.UndeclaredHost {
+						return fmt.Errorf("the broker resolved %s", l)
+					}
+				}
+				return nothingDialled(t, e)
+			}},
+		{name: "egress to a declared name resolving to 127.0.0.1", function: "fetch_url", args: func(t *hostileTargets) map[string]any { return map[string]any{"url": t.lab.LoopbackURL()} },
+			outcome: refused, errText: "HTTP 403",
+			outside: func(t *hostileTargets, e *hostileEvidence) error {
+				return errors.Join(nothingDialled(t, e), untouched("TCP listener", t.lab.TCP.Accepted.Load()))
+			}},
+		{name: "egress to a declared name resolving to 169.254.169.254", function: "fetch_url", args: arg("url", "http://"+mcptest.MetadataHost+"/latest/meta-data/"),
+			outcome: refused, errText: "HTTP 403", outside: nothingDialled},
+		{name: "egress redirected to 127.0.0.1", function: "fetch_url", args: arg("url", "http://"+mcptest.PublicHost+mcptest.ToLoopback),
+			outcome: refused, errText: "HTTP 403",
+			outside: func(t *hostileTargets, _ *hostileEvidence) error {
+				return untouched("TCP listener", t.lab.TCP.Accepted.Load())
+			}},
+		{name: "egress redirected to 169.254.169.254", function: "fetch_url", args: arg("url", "https://"+mcptest.PublicHost+mcptest.ToMetadata),
+			outcome: refused, errText: "HTTP 403"},
+		{name: "control: write its own scratch", function: "write_file", args: arg("path", "own.txt"), outcome: allowed,
+			outside: func(_ *hostileTargets, e *hostileEvidence) error {
+				_, err := os.Stat(filepath.Join(e.scratch, "own.txt"))
+				return err
+			}},
+		{name: "control: egress to its declared domain over HTTPS", function: "fetch_url", args: arg("url", "https://"+mcptest.PublicHost+"/"), outcome: allowed, errText: mcptest.PageText},
+	}
+}
+
+// TestHostileMCPServer repeats the sandbox check's attacks from a Python
+// MCP server that declares egress (so runs under the exec_net profile, the
+// more permissive one), through the hub and the obedient model. Each is
+// blocked as expected, seen from outside where it can be, logged, and the
+// hub keeps serving another user.
+func TestHostileMCPServer(t *testing.T) {
+	requireSandbox(t)
+	caps := sandbox.Probe()
+	if !caps.UserNS || !caps.NetNS {
+		t.Skipf("an external app with egress needs a network namespace of its own: %s", caps.NSDetail)
+	}
+	lab := mcptest.NewLab(t)
+	app := pythonApp(t, "hostile_mcp", "hostile.py")
+	app.Decl.CallTimeout = 10 * time.Second
+	app.Egress = []string{mcptest.Domain}
+	w := mcptest.NewWiring(t, app)
+	w.Limits = hostileLimits
+	sys := externalSystem(t, w, []string{"metro_hail"}, []string{"hostile_mcp"}, lab)
+	targets := newHostileTargets(t, w, sys, lab)
+
+	for _, a := range hostileAttacks() {
+		t.Run(a.name, func(t *testing.T) {
+			args, err := json.Marshal(a.args(targets))
+			if err != nil {
+				t.Fatal(err)
+			}
+			logsBefore := len(w.Logs.String())
+			reply, err := askHub(sys, mallory, "Use hostile_mcp to "+a.function+" "+keyed(a.args(targets))+".")
+			var text, answer string
+			if reply != nil && reply.Record != nil {
+				answer = reply.Answer
+				for _, c := range reply.Record.Calls {
+					if c.App == "hostile_mcp" && c.Function == a.function && c.Result != nil {
+						var r struct {
+							Text string `json:"untrusted_text"`
+						}
+						_ = json.Unmarshal(c.Result, &r)
+						text = r.Text
+					}
+				}
+			}
+			logs := w.Logs.String()[logsBefore:]
+			switch a.outcome {
+			case blocked, refused:
+				if err != nil || !strings.HasPrefix(text, "blocked: ") || !strings.Contains(text, a.errText) {
+					t.Errorf("want blocked with %q; got %q (error %v) for %s", a.errText, text, err, args)
+				}
+				if !strings.Contains(logs, "hostile: "+a.function+" -> blocked") {
+					t.Errorf("the attempt is not in the log")
+				}
+			case killed:
+				if err == nil || !strings.Contains(err.Error(), "hostile_mcp failed: the MCP server exited") {
+					t.Errorf("want the server killed and the app reported failed; got %q, error %v", text, err)
+				}
+				if !strings.Contains(logs, "The app's MCP server failed") {
+					t.Errorf("the server's death is not in the log")
+				}
+			case allowed:
+				if err != nil || !strings.HasPrefix(text, "succeeded: ") || !strings.Contains(text, a.errText) {
+					t.Errorf("control: want success with %q; got %q (error %v)", a.errText, text, err)
+				}
+			}
+			if a.outcome == refused {
+				if !strings.Contains(logs, "Egress proxy refused a request") || !auditDenied(t, sys) {
+					t.Errorf("the refusal is neither in the log nor in the audit")
+				}
+			}
+			if a.leak != nil {
+				leak := a.leak(targets)
+				record, _ := json.Marshal(reply)
+				if strings.Contains(answer, leak) || strings.Contains(string(record), leak) || strings.Contains(text, leak) {
+					t.Errorf("%q reached the attacker: %q", leak, text)
+				}
+			}
+			if a.outside != nil {
+				if err := a.outside(targets, evidence(t, sys, w)); err != nil {
+					t.Errorf("seen from outside: %v", err)
+				}
+			}
+			victimServed(t, sys, w)
+		})
+	}
+}
+
+// keyed writes arguments as the obedient planner reads them: key = 'value'.
+func keyed(args map[string]any) string {
+	var parts []string
+	for k, v := range args {
+		parts = append(parts, fmt.Sprintf("%s = '%v'", k, v))
+	}
+	return strings.Join(parts, " and ")
+}
+
+func newHostileTargets(t *testing.T, w *mcptest.Wiring, sys *hubtest.System, lab *mcptest.Lab) *hostileTargets {
+	t.Helper()
+	tg := &hostileTargets{lab: lab, secret: fmt.Sprintf("mcp-secret-%d", time.Now().UnixNano()), database: filepath.Join(sys.Dir, "secgpt.db")}
+	scratch, err := spoke.ScratchDir(w.ScratchRoot(), spoke.Key{User: bob, App: "metro_hail"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	tg.victimSecret = filepath.Join(scratch, "secret.txt")
+	if err := os.WriteFile(tg.victimSecret, []byte(tg.secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
+	if uid == 0 {
+		uid, gid = 65534, 65534
+	}
+	for _, p := range []string{scratch, tg.victimSecret} {
+		if err := os.Lchown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := filepath.Join(mcptest.Dir(t), "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	tg.outside, tg.marker = filepath.Join(open, "victim.txt"), filepath.Join(open, "pwned.txt")
+	if err := os.WriteFile(tg.outside, []byte(tg.secret), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tg.outside, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	tg.unixSocket = filepath.Join(open, "hub.sock")
+	ln, err := net.Listen("unix", tg.unixSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	if err := os.Chmod(tg.unixSocket, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	tg.unixAccepted = accepted.Load
+	return tg
+}
+
+// evidence finds the attacker's spoke and server processes.
+func evidence(t *testing.T, sys *hubtest.System, w *mcptest.Wiring) *hostileEvidence {
+	t.Helper()
+	ev := &hostileEvidence{}
+	for k, pid := range sys.Spokes.PIDs() {
+		if k.User == mallory && k.App == "hostile_mcp" {
+			ev.spokePID = pid
+			ev.serverPID = childOf(pid)
+			scratch, err := spoke.ScratchDir(w.ScratchRoot(), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev.scratch = scratch
+		}
+	}
+	return ev
+}
+
+func auditDenied(t *testing.T, sys *hubtest.System) bool {
+	t.Helper()
+	audit, err := sys.Hub.Audit(context.Background(), mallory, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range audit {
+		if e.Category == "egress" && e.Decision == "deny" {
+			return true
+		}
+	}
+	// The newest entry may be the answer's; look a little further.
+	audit, _ = sys.Hub.Audit(context.Background(), mallory, 5)
+	for _, e := range audit {
+		if e.Category == "egress" && e.Decision == "deny" {
+			return true
+		}
+	}
+	return false
+}
+
+// childOf returns a child process of pid, 0 if none.
+func childOf(pid int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			return child
+		}
+	}
+	return 0
+}
+
+func fileHolds(path, want string) error {
+	got, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if string(got) != want {
+		return fmt.Errorf("%s changed: %q", path, got)
+	}
+	return nil
+}
+
+func untouched(what string, n int64) error {
+	if n > 0 {
+		return fmt.Errorf("the %s saw %d connections or datagrams", what, n)
+	}
+	return nil
+}
+
+func absent(path string) error {
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s exists (or cannot be checked: %v)", path, err)
+	}
+	return nil
+}
+
+// groupAtMost: the spoke's process group has at most n processes (the
+// spoke and its server).
+func groupAtMost(pgid, n int) error {
+	if pgid == 0 {
+		return errors.New("no spoke process to look at")
+	}
+	entries, _ := os.ReadDir("/proc")
+	count := 0
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
+			count++
+		}
+	}
+	if count > n {
+		return fmt.Errorf("the spoke's process group has %d processes, want at most %d", count, n)
+	}
+	return nil
+}
+
+func notTraced() error {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(status), "TracerPid:\t0\n") {
+		return errors.New("the hub is being traced")
+	}
+	return nil
+}
+
+func peakBelow(pid int, limit uint64) error {
+	if pid == 0 {
+		return errors.New("no server process to look at")
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return err
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "VmPeak:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return err
+			}
+			if kb<<10 >= limit {
+				return fmt.Errorf("the server peaked at %d bytes", kb<<10)
+			}
+			return nil
+		}
+	}
+	return errors.New("no VmPeak")
+}
+
+func sizeAtMost(path string, limit uint64) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if uint64(st.Size()) > limit {
+		return fmt.Errorf("%s is %d bytes, over %d", path, st.Size(), limit)
+	}
+	return nil
+}
+
+func openFilesAtMost(pid int, limit uint64) error {
+	if pid == 0 {
+		return errors.New("no server process to look at")
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return err
+	}
+	if uint64(len(fds)) > limit {
+		return fmt.Errorf("the server holds %d descriptors, over %d", len(fds), limit)
+	}
+	return nil
+}
+
+// nothingDialled: the broker dialled no address for the request.
+func nothingDialled(t *hostileTargets, _ *hostileEvidence) error {
+	_, dials := t.lab.Network()
+	for _, d := range dials {
+		if !strings.HasPrefix(d, mcptest.PublicIP+":") {
+			return fmt.Errorf("the broker dialled %s", d)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,504 @@
+package spoke
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/sandbox"
+)
+
+// Bounds on what an external app's server may send.
+const (
+	// maxMCPMessage bounds one JSON-RPC message from the server, so a result
+	// over it, or a flood without newlines, ends the session.
+	maxMCPMessage = 1 << 20
+	// MaxUntrustedText bounds the text result of a tool without an output
+	// schema.
+	MaxUntrustedText = 32 << 10
+	// maxToolPages bounds the pages of tools/list.
+	maxToolPages = 8
+	// defaultCallTimeout bounds each MCP request unless the declaration
+	// says otherwise.
+	defaultCallTimeout = 60 * time.Second
+	// stderrLine bounds one line of the server's stderr in the log, and
+	// stderrLinesPerSecond their rate; stderrTail lines are kept for error
+	// messages.
+	stderrLine           = 1000
+	stderrLinesPerSecond = 20
+	stderrTail           = 3
+)
+
+// UntrustedTextField is the one field of the result of a tool without an
+// output schema: the tool's text, bounded, as third-party data.
+const UntrustedTextField = "untrusted_text"
+
+// untrustedTextSchema is the response schema of such a tool.
+var untrustedTextSchema = json.RawMessage(fmt.Sprintf(
+	`{"type":"object","properties":{%q:{"type":"string","maxLength":%d}},"required":[%q],"additionalProperties":false}`,
+	UntrustedTextField, MaxUntrustedText, UntrustedTextField))
+
+// externalApp is an external app inside its spoke: an MCP server started in
+// its own sandbox, spoken to over its stdio with the official Go SDK. It
+// implements apps.App, so that the spoke runs it like a built-in app.
+type externalApp struct {
+	decl   External
+	server *serverProcess
+	proxy  *egressProxy // nil without egress
+	out    *lineLimit
+	log    zerolog.Logger
+
+	startOnce sync.Once
+	startErr  error
+	session   *mcp.ClientSession
+	spec      apps.Spec
+	tools     map[string]string // function name → MCP tool name
+	typed     map[string]bool   // function has an output schema
+	rt        *runtime
+
+	stderrMu sync.Mutex
+	tail     []string
+
+	// callMu guards calling: the proxy forwards a request only while a
+	// tool call is in progress, and a call ends only once every request it
+	// caused has been answered, so no request outlives its step.
+	callMu  sync.RWMutex
+	calling bool
+
+	failMu sync.Mutex
+	failed error
+}
+
+var _ hostedApp = (*externalApp)(nil)
+
+// prepareExternal does what an external app's spoke must do before it
+// confines itself: read the app's environment from fd 4, bring up loopback
+// and open the egress proxy (with egress), and start the server under its
+// own sandbox. The spoke's own policy is policy; the server's is derived
+// from it (serverPolicy).
+func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger) (*externalApp, error) {
+	decl, err := decodeExternal(declText)
+	if err != nil {
+		return nil, err
+	}
+	env, err := readPrivate()
+	if err != nil {
+		return nil, err
+	}
+	e := &externalApp{decl: decl, log: log.With().Str("app", decl.Name).Logger()}
+	if decl.CallTimeout <= 0 {
+		e.decl.CallTimeout = defaultCallTimeout
+	}
+	// A home and a temporary directory, unless the app set its own: the
+	// scratch directory, the one place it may write.
+	for _, k := range []string{"HOME", "TMPDIR"} {
+		if policy.Scratch != "" && !slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, k+"=") }) {
+			env = append(env, k+"="+policy.Scratch)
+		}
+	}
+	var port uint16
+	if decl.Egress && policy.Scratch == "" {
+		return nil, fmt.Errorf("app %s declares egress but its spoke has no scratch directory for the proxy's CA", decl.Name)
+	}
+	if decl.Egress {
+		if policy.Profile != sandbox.ProfileProxy {
+			return nil, fmt.Errorf("app %s declares egress but its spoke's profile is %q, not %q", decl.Name, policy.Profile, sandbox.ProfileProxy)
+		}
+		if err := sandbox.UpLoopback(); err != nil {
+			return nil, err
+		}
+		if e.proxy, err = newEgressProxy(policy.Scratch, e.log.With().Str("component", "egress_proxy").Logger()); err != nil {
+			return nil, err
+		}
+		e.proxy.forward = e.forward
+		port = e.proxy.port()
+		env = append(env, e.proxy.env()...)
+	}
+	if e.server, err = startServer(e.decl, serverPolicy(e.decl, policy, port), env); err != nil {
+		return nil, err
+	}
+	e.out = &lineLimit{r: e.server.stdout, max: maxMCPMessage}
+	go e.logStderr()
+	return e, nil
+}
+
+// attach gives the app its runtime, once the spoke is confined, and starts
+// the proxy, which from then on only accepts connections.
+func (e *externalApp) attach(rt *runtime) {
+	e.rt = rt
+	if e.proxy != nil {
+		go e.proxy.serve()
+	}
+}
+
+func (e *externalApp) Spec() apps.Spec { return e.spec }
+
+// start initializes the MCP session and builds the app's spec from
+// tools/list. A server that lists more than apps.MaxFunctions tools, or
+// whose tools changed since discovery, is refused.
+func (e *externalApp) start(ctx context.Context) error {
+	e.startOnce.Do(func() {
+		e.startErr = e.connect(ctx)
+		if e.startErr != nil {
+			e.fail(e.startErr)
+		}
+	})
+	return e.startErr
+}
+
+func (e *externalApp) connect(ctx context.Context) error {
+	client := mcp.NewClient(&mcp.Implementation{Name: "secgpt", Version: "1"}, &mcp.ClientOptions{
+		// Nothing is offered to the server: no roots, no sampling (a model
+		// the hub did not broker), no elicitation.
+		Capabilities: &mcp.ClientCapabilities{},
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	cctx, cancel := context.WithTimeout(ctx, e.decl.CallTimeout)
+	defer cancel()
+	// The SDK's own bound is a little looser than e.out's, so that e.out
+	// sees, and can name, a message over the limit.
+	session, err := client.Connect(cctx, &mcp.IOTransport{Reader: e.out, Writer: e.server.stdin, MaxLineLength: maxMCPMessage + 64<<10}, nil)
+	if err != nil {
+		return e.explain(cctx, "initialize", err)
+	}
+	e.session = session
+	init := session.InitializeResult()
+	var listed []*mcp.Tool
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == maxToolPages {
+			return fmt.Errorf("the MCP server's tool list has more than %d pages", maxToolPages)
+		}
+		res, err := session.ListTools(cctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			return e.explain(cctx, "tools/list", err)
+		}
+		listed = append(listed, res.Tools...)
+		if len(listed) > apps.MaxFunctions {
+			return fmt.Errorf("the MCP server lists more than %d tools (at least %d); an app may have at most %d functions", apps.MaxFunctions, len(listed), apps.MaxFunctions)
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		cursor = res.NextCursor
+	}
+	e.spec = apps.Spec{Name: e.decl.Name, Version: "unversioned", Profile: apps.ProfileExec, Description: e.decl.Description}
+	if init != nil && init.ServerInfo != nil && init.ServerInfo.Version != "" {
+		e.spec.Version = bounded(init.ServerInfo.Version, apps.MaxVersionLength)
+	}
+	if e.spec.Description == "" && init != nil {
+		e.spec.Description = bounded(init.Instructions, apps.MaxDescription)
+	}
+	if e.spec.Description == "" {
+		e.spec.Description = "An MCP server without a description."
+	}
+	e.tools, e.typed = map[string]string{}, map[string]bool{}
+	for _, t := range listed {
+		fn, err := toolFunction(t)
+		if err != nil {
+			e.log.Warn().Err(err).Str("tool", bounded(t.Name, 100)).Msg("Skipped a tool of the app")
+			continue
+		}
+		if _, dup := e.tools[fn.Name]; dup {
+			e.log.Warn().Str("tool", bounded(t.Name, 100)).Str("function", fn.Name).Msg("Skipped a tool whose name maps to another tool's function name")
+			continue
+		}
+		e.tools[fn.Name] = t.Name
+		e.typed[fn.Name] = t.OutputSchema != nil
+		e.spec.Functions = append(e.spec.Functions, fn)
+	}
+	if len(e.spec.Functions) == 0 {
+		return errors.New("the MCP server lists no usable tools")
+	}
+	if e.decl.Functions != "" && FunctionsDigest(e.spec.Functions) != e.decl.Functions {
+		return errors.New("the MCP server's tools are not those it listed when secgpt started (names, descriptions or schemas changed); restart secgpt to review them")
+	}
+	e.log.Debug().Int("functions", len(e.spec.Functions)).Str("version", e.spec.Version).Msg("MCP server ready")
+	return nil
+}
+
+// Call runs one tool. A tool error is the call's error; a failure of the
+// server (death, silence, a message over the limit) also ends the spoke.
+func (e *externalApp) Call(ctx context.Context, _ apps.Env, function string, args json.RawMessage) (json.RawMessage, error) {
+	tool, ok := e.tools[function]
+	if !ok {
+		return nil, fmt.Errorf("no function %q", function)
+	}
+	if err := e.failure(); err != nil {
+		return nil, err
+	}
+	e.callMu.Lock()
+	e.calling = true
+	e.callMu.Unlock()
+	defer func() {
+		// Waits for the proxy's requests in flight.
+		e.callMu.Lock()
+		e.calling = false
+		e.callMu.Unlock()
+	}()
+	cctx, cancel := context.WithTimeout(ctx, e.decl.CallTimeout)
+	defer cancel()
+	res, err := e.session.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		err = e.explain(cctx, "tools/call "+bounded(tool, 64), err)
+		e.fail(err)
+		return nil, err
+	}
+	if res.IsError {
+		return nil, fmt.Errorf("the tool reported an error: %s", bounded(textOf(res.Content), 500))
+	}
+	if e.typed[function] {
+		if res.StructuredContent == nil {
+			return nil, errors.New("the tool declares an output schema but returned no structured result")
+		}
+		out, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return nil, fmt.Errorf("failed to encode the tool's structured result: %w", err)
+		}
+		if len(out) > apps.MaxDocument {
+			return nil, fmt.Errorf("the tool's result of %d bytes is over the %d-byte limit", len(out), apps.MaxDocument)
+		}
+		return out, nil
+	}
+	text := textOf(res.Content)
+	if len(text) > MaxUntrustedText {
+		return nil, fmt.Errorf("the tool's result of %d bytes is over the %d-byte limit", len(text), MaxUntrustedText)
+	}
+	return json.Marshal(map[string]string{UntrustedTextField: text})
+}
+
+// forward is the proxy's way to the broker: only during a tool call.
+func (e *externalApp) forward(req *http.Request) (*http.Response, error) {
+	e.callMu.RLock()
+	defer e.callMu.RUnlock()
+	if !e.calling || e.rt == nil {
+		return nil, errNoCall
+	}
+	return brokerTransport{rt: e.rt}.RoundTrip(req)
+}
+
+// errNoCall refuses a request the server makes outside a tool call: no
+// step is in progress to account it to.
+var errNoCall = errors.New("no tool call is in progress; the app may use the network only while it runs one")
+
+func (e *externalApp) fail(err error) {
+	e.failMu.Lock()
+	defer e.failMu.Unlock()
+	if e.failed == nil {
+		e.failed = err
+		e.log.Error().Err(err).Msg("The app's MCP server failed; ending the spoke")
+	}
+}
+
+func (e *externalApp) failure() error {
+	e.failMu.Lock()
+	defer e.failMu.Unlock()
+	return e.failed
+}
+
+// explain says in words why an MCP request to the server failed.
+func (e *externalApp) explain(ctx context.Context, what string, err error) error {
+	switch {
+	case e.out.over():
+		return fmt.Errorf("the MCP server sent a message over the %d-byte limit during %s", maxMCPMessage, what)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("the MCP server did not answer %s within %s", what, e.decl.CallTimeout)
+	case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("the MCP server exited or closed its output during %s%s", what, e.lastWords())
+	default:
+		return fmt.Errorf("the MCP server failed %s: %s%s", what, bounded(err.Error(), 300), e.lastWords())
+	}
+}
+
+// lastWords are the server's last lines on stderr, for an error message.
+func (e *externalApp) lastWords() string {
+	// Give a dying server's last writes a moment to arrive.
+	time.Sleep(50 * time.Millisecond)
+	e.stderrMu.Lock()
+	defer e.stderrMu.Unlock()
+	if len(e.tail) == 0 {
+		return ""
+	}
+	return " (its stderr: " + strings.Join(e.tail, " | ") + ")"
+}
+
+// logStderr logs the server's stderr, bounded and rate-limited, and keeps
+// its last lines.
+func (e *externalApp) logStderr() {
+	r := bufio.NewReaderSize(e.server.stderr, stderrLine)
+	window, count, dropped := time.Now(), 0, 0
+	for {
+		line, err := r.ReadSlice('\n')
+		if len(line) > 0 {
+			text := strings.TrimRight(strings.ToValidUTF8(string(line), "?"), "\r\n")
+			if errors.Is(err, bufio.ErrBufferFull) {
+				text += "…"
+				// Skip the rest of the over-long line.
+				for errors.Is(err, bufio.ErrBufferFull) {
+					_, err = r.ReadSlice('\n')
+				}
+			}
+			e.stderrMu.Lock()
+			e.tail = append(e.tail, bounded(text, 200))
+			if len(e.tail) > stderrTail {
+				e.tail = e.tail[1:]
+			}
+			e.stderrMu.Unlock()
+			if now := time.Now(); now.Sub(window) > time.Second {
+				if dropped > 0 {
+					e.log.Warn().Int("dropped", dropped).Msg("Dropped app server stderr lines over the rate limit")
+				}
+				window, count, dropped = now, 0, 0
+			}
+			if count++; count <= stderrLinesPerSecond {
+				e.log.Info().Str("app_stderr", text).Msg("App server stderr")
+			} else {
+				dropped++
+			}
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return
+		}
+	}
+}
+
+// toolNameChars are what a function name keeps of a tool's name.
+var toolNameChars = regexp.MustCompile(`[^a-z0-9]+`)
+
+// functionName maps an MCP tool's name to a function name (see
+// apps.ValidName): lower case, runs of other characters as one underscore,
+// starting with a letter, at most 32 characters.
+func functionName(tool string) string {
+	s := strings.Trim(toolNameChars.ReplaceAllString(strings.ToLower(tool), "_"), "_")
+	if s != "" && (s[0] < 'a' || s[0] > 'z') {
+		s = "t_" + s
+	}
+	if len(s) > 32 {
+		s = strings.TrimRight(s[:32], "_")
+	}
+	return s
+}
+
+// toolFunction turns an MCP tool into a function: its input schema is the
+// request schema; its output schema, when it declares one, the response
+// schema, and otherwise the response is bounded untrusted text.
+func toolFunction(t *mcp.Tool) (apps.Function, error) {
+	name := functionName(t.Name)
+	if !apps.ValidName(name) {
+		return apps.Function{}, fmt.Errorf("tool name %q maps to no valid function name", bounded(t.Name, 64))
+	}
+	fn := apps.Function{Name: name, Description: bounded(t.Description, apps.MaxDescription), Response: untrustedTextSchema}
+	req, err := toolSchema("input", t.InputSchema)
+	if err != nil {
+		return apps.Function{}, err
+	}
+	var obj struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(req, &obj) != nil || obj.Type != "object" {
+		return apps.Function{}, errors.New("its input schema is not an object schema")
+	}
+	fn.Request = req
+	if t.OutputSchema != nil {
+		if fn.Response, err = toolSchema("output", t.OutputSchema); err != nil {
+			return apps.Function{}, err
+		}
+	}
+	if a := t.Annotations; a != nil && !a.ReadOnlyHint && a.DestructiveHint != nil && *a.DestructiveHint {
+		// A hint from untrusted text may only make the hub stricter.
+		fn.Irreversible = true
+	}
+	return fn, nil
+}
+
+func toolSchema(what string, schema any) (json.RawMessage, error) {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil, fmt.Errorf("its %s schema cannot be encoded: %w", what, err)
+	}
+	if len(b) > apps.MaxSchemaBytes {
+		return nil, fmt.Errorf("its %s schema is %d bytes, over the %d-byte limit", what, len(b), apps.MaxSchemaBytes)
+	}
+	if err := apps.CheckSchema(b); err != nil {
+		return nil, fmt.Errorf("its %s schema is not usable: %w", what, err)
+	}
+	return b, nil
+}
+
+// textOf joins a result's text content; other content is named, not kept.
+func textOf(content []mcp.Content) string {
+	var parts []string
+	for _, c := range content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			parts = append(parts, c.Text)
+		default:
+			parts = append(parts, fmt.Sprintf("[%T content omitted]", c))
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// bounded cuts s to at most n bytes, on a rune boundary.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// lineLimit reads the server's stdout and fails once one line (one
+// JSON-RPC message) grows over max, remembering that it did.
+type lineLimit struct {
+	r    io.ReadCloser
+	max  int
+	line int
+
+	mu      sync.Mutex
+	tripped bool
+}
+
+var _ io.ReadCloser = (*lineLimit)(nil)
+
+func (l *lineLimit) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	for _, b := range p[:n] {
+		if b == '\n' {
+			l.line = 0
+			continue
+		}
+		if l.line++; l.line > l.max {
+			l.mu.Lock()
+			l.tripped = true
+			l.mu.Unlock()
+			return 0, fmt.Errorf("a message from the MCP server is over the %d-byte limit", l.max)
+		}
+	}
+	return n, err
+}
+
+func (l *lineLimit) Close() error { return l.r.Close() }
+
+func (l *lineLimit) over() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tripped
+}
