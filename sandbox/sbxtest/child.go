@@ -319,9 +319,18 @@ func threads(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
 		wg.Go(func() {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
+			// A signal (the runtime's preemption, libpsx) interrupts the
+			// sleep with EINTR; the rest of it is slept again.
 			ts := unix.NsecToTimespec(int64(20 * time.Millisecond))
-			if err := unix.Nanosleep(&ts, nil); err != nil {
-				errs <- err
+			for {
+				err := unix.Nanosleep(&ts, &ts)
+				if err == unix.EINTR {
+					continue
+				}
+				if err != nil {
+					errs <- err
+				}
+				break
 			}
 		})
 	}
