@@ -166,6 +166,19 @@ func (p Policy) Validate() error {
 	return nil
 }
 
+// Prestartable reports whether a spoke for p can be started ahead of need,
+// before p is known, by Prepare under spare: Prepare then gives the process
+// every attribute it would give it under p (uid, namespaces, no capability),
+// and what p adds comes after the spoke is told p, through PrepareScratch in
+// the parent and Enter in the child. Only ProfileStrict qualifies: the other
+// profiles start with capabilities, listeners or an app's environment that
+// depend on the app. spare must name no scratch directory, which belongs to
+// one (user, app).
+func (p Policy) Prestartable(spare Policy) bool {
+	return p.Profile == ProfileStrict && spare.Profile == ProfileStrict && spare.Scratch == "" &&
+		p.Namespaces == spare.Namespaces && p.AllowWeaker == spare.AllowWeaker
+}
+
 // checkPath requires a clean absolute path, so that the paths Landlock
 // allows are the paths the operator wrote.
 func checkPath(field, path string) error {

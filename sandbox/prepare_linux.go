@@ -162,16 +162,16 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 	cmd.SysProcAttr = attr
 	cmd.Env = childEnv()
 	cmd.Dir = "/"
+	if err := prepareScratch(p); err != nil {
+		return err
+	}
 	if p.Scratch != "" {
-		if err := prepareScratch(p.Scratch, uid, gid); err != nil {
-			return err
-		}
 		cmd.Dir = p.Scratch
 	}
 	if attr.Credential != nil {
 		// The spoke runs as another uid than the hub: say now, not in
-		// the child, if it could not reach its binary or directories.
-		for _, path := range []string{cmd.Path, p.Scratch, p.ExecPath} {
+		// the child, if it could not reach its binary.
+		for _, path := range []string{cmd.Path, p.ExecPath} {
 			if path == "" {
 				continue
 			}
@@ -183,9 +183,37 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 	return nil
 }
 
-// prepareScratch makes dir a directory that only the spoke's uid can use.
-// An existing symlink is refused: Landlock would follow it.
-func prepareScratch(dir string, uid, gid int) error {
+// PrepareScratch is the part of Prepare that p's scratch directory needs: it
+// creates it for the spoke's uid and checks that the uid can reach it. A
+// spoke started ahead of need, by Prepare under a policy without a scratch
+// directory (see Policy.Prestartable), needs it before it is told p. Like
+// Prepare it fails closed: it returns Check's error first.
+func PrepareScratch(p Policy) error {
+	if err := capabilities().Check(p); err != nil {
+		return err
+	}
+	return prepareScratch(p)
+}
+
+// prepareScratch makes p.Scratch, if any, a directory that only the spoke's
+// uid can use, and checks that the uid can reach it. An existing symlink is
+// refused: Landlock would follow it.
+func prepareScratch(p Policy) error {
+	if p.Scratch == "" {
+		return nil
+	}
+	uid, gid := childIDs()
+	if err := makeScratch(p.Scratch, uid, gid); err != nil {
+		return err
+	}
+	if uid != os.Geteuid() {
+		return checkReachableBy(p.Scratch, uid, gid)
+	}
+	return nil
+}
+
+// makeScratch makes dir a directory that only uid can use.
+func makeScratch(dir string, uid, gid int) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("failed to create scratch: %w", err)
 	}

@@ -25,11 +25,26 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 	}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
+	if err := PrepareScratch(p); err != nil {
+		return err
+	}
 	if p.Scratch != "" {
-		if err := os.MkdirAll(p.Scratch, 0o700); err != nil {
-			return fmt.Errorf("failed to create scratch: %w", err)
-		}
 		cmd.Dir = p.Scratch
+	}
+	return nil
+}
+
+// PrepareScratch fails closed unless p.AllowWeaker; then it creates
+// p.Scratch.
+func PrepareScratch(p Policy) error {
+	if err := Probe().Check(p); err != nil {
+		return err
+	}
+	if p.Scratch == "" {
+		return nil
+	}
+	if err := os.MkdirAll(p.Scratch, 0o700); err != nil {
+		return fmt.Errorf("failed to create scratch: %w", err)
 	}
 	return nil
 }

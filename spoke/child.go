@@ -50,9 +50,19 @@ func ChildMain() int {
 	maxFrame := fs.Int("max-frame", DefaultMaxFrame, "ISC frame limit")
 	logLevel := fs.String("log-level", "info", "log level")
 	external := fs.String(ExternalArg[2:], "", "external app declaration (see External)")
+	spare := fs.Bool(spareArg[2:], false, "wait for the launch arguments on fd 4")
 	if len(os.Args) < 2 || fs.Parse(os.Args[2:]) != nil {
 		fmt.Fprintln(os.Stderr, "secgpt-spoke: bad arguments")
 		return exitUsage
+	}
+	if *spare {
+		// Started ahead of need (Options.Spares): the hub says what
+		// this spoke is for when a user needs it.
+		args, err := readPrivate("the launch arguments")
+		if err != nil || fs.Parse(args) != nil || *external != "" {
+			fmt.Fprintln(os.Stderr, "secgpt-spoke: bad launch arguments:", err)
+			return exitUsage
+		}
 	}
 	lvl, err := zerolog.ParseLevel(*logLevel)
 	if err != nil {
@@ -64,6 +74,13 @@ func ChildMain() int {
 	if err != nil {
 		log.Error().Err(err).Msg("Refusing to run without a valid sandbox policy")
 		return exitSandbox
+	}
+	if *spare && policy.Scratch != "" {
+		// A spoke started directly starts in its scratch directory.
+		if err := os.Chdir(policy.Scratch); err != nil {
+			log.Error().Err(err).Msg("Refusing to run: no scratch directory")
+			return exitSandbox
+		}
 	}
 	var ext *externalApp
 	if *external != "" {

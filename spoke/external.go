@@ -52,13 +52,13 @@ type External struct {
 // ExternalArg is the flag that gives a spoke its External declaration.
 const ExternalArg = "--external"
 
-// maxPrivate bounds the environment handed to an external app's spoke on
-// fd 4. It is written into a pipe before the spoke starts, so it must fit
-// the pipe's buffer (64 KiB on Linux).
+// maxPrivate bounds what a spoke reads on fd 4: an external app's
+// environment, or a spare's launch arguments. It is written into a pipe in
+// one write, so it must fit the pipe's buffer (64 KiB on Linux).
 const maxPrivate = 32 << 10
 
-// privateFD is the pipe on which an external app's spoke reads its app's
-// environment.
+// privateFD is the pipe on which a spoke reads, before it confines itself,
+// its external app's environment or, for a spare, its launch arguments.
 const privateFD = 4
 
 // ExternalLaunch returns what the spoke of an external app gets beyond the
@@ -102,26 +102,26 @@ func decodeExternal(s string) (External, error) {
 	return e, nil
 }
 
-// readPrivate reads the app's environment from fd 4 and closes it.
-func readPrivate() ([]string, error) {
+// readPrivate reads a list of strings (what, for errors) from fd 4 and
+// closes it.
+func readPrivate(what string) ([]string, error) {
 	f := os.NewFile(privateFD, "private")
 	if f == nil {
-		return nil, errors.New("no environment pipe on fd 4")
+		return nil, fmt.Errorf("no pipe on fd 4 for %s", what)
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxPrivate+1))
 	if err != nil {
-		return nil, fmt.Errorf("failed to read the app's environment: %w", err)
+		return nil, fmt.Errorf("failed to read %s: %w", what, err)
 	}
 	if len(b) > maxPrivate {
-		return nil, fmt.Errorf("the app's environment is over the %d-byte limit", maxPrivate)
+		return nil, fmt.Errorf("%s is over the %d-byte limit", what, maxPrivate)
 	}
-	var vars []string
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&vars); err != nil {
-		return nil, fmt.Errorf("failed to decode the app's environment: %w", err)
+	var list []string
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&list); err != nil {
+		return nil, fmt.Errorf("failed to decode %s: %w", what, err)
 	}
-	return vars, nil
+	return list, nil
 }
 
 // FunctionsDigest identifies an app's functions (names, descriptions,

@@ -73,6 +73,10 @@ type Info struct {
 	// Startup is the time from spawn to ready (sandbox applied), for a
 	// cold start.
 	Startup time.Duration `json:"startup_ns,omitempty"`
+	// Prestarted is true when a cold start began from a spare (see
+	// Options.Spares): a process started ahead of need, not yet sandboxed,
+	// that had served no one.
+	Prestarted bool `json:"prestarted,omitempty"`
 }
 
 // Failure is a spoke fault: the spoke was killed or could not run. Message
@@ -132,6 +136,18 @@ type Options struct {
 	// environment; see ExternalLaunch). Nil private bytes pass no fd 4; an
 	// error fails the start.
 	Extra func(k Key) (args []string, private []byte, err error)
+	// Spares is how many spokes the manager keeps started ahead of need;
+	// 0 keeps none. A spare belongs to no user or app and has read
+	// nothing: it has only run the binary's start-up (exec, the Go
+	// runtime, package initialisation, the new namespaces), which is most
+	// of a spoke's cold start and depends on no key. A spoke whose policy
+	// is Prestartable under SparePolicy, and to which Extra gives nothing,
+	// starts from a spare when one is there: it is told its arguments on
+	// fd 4, then confines itself and reads its first frame like any spoke.
+	Spares int
+	// SparePolicy is the policy the spares are prepared under (see
+	// sandbox.Policy.Prestartable).
+	SparePolicy sandbox.Policy
 	// Log receives the manager's and the children's logs.
 	Log zerolog.Logger
 }
@@ -147,6 +163,11 @@ type Manager struct {
 
 	stopReaper chan struct{}
 	reaperDone chan struct{}
+
+	spares     chan *child   // started ahead of need; cap Options.Spares
+	refill     chan struct{} // asks keepSpares for more
+	stopSpares chan struct{}
+	sparesDone chan struct{}
 }
 
 // NewManager returns a Manager and starts its idle reaper.
@@ -181,8 +202,13 @@ func NewManager(opts Options) (*Manager, error) {
 		starting:   map[Key]chan struct{}{},
 		stopReaper: make(chan struct{}),
 		reaperDone: make(chan struct{}),
+		spares:     make(chan *child, max(opts.Spares, 0)),
+		refill:     make(chan struct{}, 1),
+		stopSpares: make(chan struct{}),
+		sparesDone: make(chan struct{}),
 	}
 	go m.reap()
+	go m.keepSpares()
 	return m, nil
 }
 
@@ -204,7 +230,7 @@ func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Resul
 	defer func() { <-p.busy }()
 	info := Info{PID: p.pid, Cold: cold}
 	if cold {
-		info.Startup = p.startup
+		info.Startup, info.Prestarted = p.startup, p.prestarted
 	}
 	res, err := p.runStep(ctx, step, h)
 	p.touch()
@@ -254,6 +280,7 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	close(m.stopReaper)
 	<-m.reaperDone
+	m.closeSpares()
 	for _, p := range procs {
 		p.kill(ErrClosed)
 	}
@@ -336,7 +363,8 @@ func (m *Manager) reap() {
 	}
 }
 
-// start spawns a child and waits for its ready frame.
+// start starts the spoke for key, from a spare when one fits, and waits
+// for its ready frame.
 func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	policy, err := m.opts.Policy(key)
 	if err != nil {
@@ -347,76 +375,125 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 		return nil, m.failure(key, "has no usable sandbox policy", err)
 	}
 	spawned := time.Now()
+	args := []string{"--app", key.App, "--policy", encoded,
+		"--max-frame", strconv.Itoa(m.opts.MaxFrame), "--log-level", m.opts.LogLevel.String()}
+	var extra []string
+	var private []byte
+	if m.opts.Extra != nil {
+		if extra, private, err = m.opts.Extra(key); err != nil {
+			return nil, m.failure(key, "could not be started: "+err.Error(), err)
+		}
+	}
+	if len(extra) == 0 && private == nil && policy.Prestartable(m.opts.SparePolicy) {
+		defer m.refillSpares()
+		c, err := m.launchSpare(policy, args)
+		if err != nil {
+			return nil, m.failure(key, "could not be sandboxed", err)
+		}
+		if c != nil {
+			p, err := m.ready(ctx, key, c, spawned, true)
+			// A spare that died before it was ready (killed while it
+			// waited) is replaced by a start of its own; a fault of
+			// the spoke's own shows again there and is reported.
+			if !errors.Is(err, ErrCrashed) {
+				return p, err
+			}
+			m.opts.Log.Debug().Err(err).Msg("Spare spoke died before it was ready; starting one")
+		}
+	}
+	var fd4 *os.File
+	if private != nil {
+		if fd4, err = privatePipe(private); err != nil {
+			return nil, m.failure(key, "could not be started: "+err.Error(), err)
+		}
+		defer fd4.Close()
+	}
+	c, err := m.spawn(key.appLabel(), append(append([]string{ChildArg}, args...), extra...), fd4, policy)
+	if err != nil {
+		return nil, err
+	}
+	return m.ready(ctx, key, c, spawned, false)
+}
+
+// child is a started spoke process that the manager does not supervise
+// yet: a spare, or a spoke waiting to become ready.
+type child struct {
+	cmd    *exec.Cmd
+	conn   net.Conn
+	stderr io.ReadCloser
+	// launch is a spare's end of the pipe on which it waits for its
+	// launch arguments; nil for any other child.
+	launch *os.File
+}
+
+// discard kills a child that will not be used, and reaps it.
+func (c *child) discard() {
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	_ = c.cmd.Process.Kill()
+	c.conn.Close()
+	if c.launch != nil {
+		c.launch.Close()
+	}
+	go func() { _ = c.cmd.Wait() }()
+}
+
+// spawn starts the binary with args under policy, with its ISC channel on
+// fd 3 and fd4, when not nil, on fd 4. label names the app in errors.
+func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbox.Policy) (*child, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create ISC socket pair: %w", err)
 	}
 	parentFile := os.NewFile(uintptr(fds[0]), "isc-hub")
 	childFile := os.NewFile(uintptr(fds[1]), "isc-spoke")
+	defer childFile.Close()
 	conn, err := net.FileConn(parentFile)
 	parentFile.Close()
 	if err != nil {
-		childFile.Close()
 		return nil, fmt.Errorf("failed to open ISC channel: %w", err)
 	}
-
-	cmd := exec.Command(m.opts.Binary, ChildArg,
-		"--app", key.App,
-		"--policy", encoded,
-		"--max-frame", strconv.Itoa(m.opts.MaxFrame),
-		"--log-level", m.opts.LogLevel.String())
+	cmd := exec.Command(m.opts.Binary, args...)
 	cmd.Args[0] = "secgpt-spoke"
 	cmd.ExtraFiles = []*os.File{childFile} // fd 3
-	if m.opts.Extra != nil {
-		args, private, err := m.opts.Extra(key)
-		if err == nil && private != nil {
-			var r *os.File
-			if r, err = privatePipe(private); err == nil {
-				defer r.Close()
-				cmd.ExtraFiles = append(cmd.ExtraFiles, r) // fd 4
-			}
-		}
-		if err != nil {
-			conn.Close()
-			childFile.Close()
-			return nil, m.failure(key, "could not be started: "+err.Error(), err)
-		}
-		cmd.Args = append(cmd.Args, args...)
+	if fd4 != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, fd4)
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		conn.Close()
-		childFile.Close()
 		return nil, fmt.Errorf("failed to open spoke log pipe: %w", err)
 	}
 	if err := sandbox.Prepare(cmd, policy); err != nil {
 		conn.Close()
-		childFile.Close()
-		return nil, m.failure(key, "could not be sandboxed", err)
+		return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 	}
 	if err := cmd.Start(); err != nil {
 		conn.Close()
-		childFile.Close()
-		return nil, m.failure(key, "could not start", err)
+		return nil, &Failure{App: label, Message: "could not start", Err: err}
 	}
-	childFile.Close()
+	return &child{cmd: cmd, conn: conn, stderr: stderr}, nil
+}
 
+// ready supervises c as the spoke for key and waits for its ready frame.
+// spawned is when the start began; prestarted, whether c was a spare.
+func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Time, prestarted bool) (*process, error) {
 	p := &process{
-		key:      key,
-		cmd:      cmd,
-		pid:      cmd.Process.Pid,
-		conn:     conn,
-		enc:      NewEncoder(conn, m.opts.MaxFrame),
-		frames:   make(chan Frame, 16),
-		dead:     make(chan struct{}),
-		busy:     make(chan struct{}, 1),
-		maxRate:  m.opts.MaxFramesPerSecond,
-		stepTime: m.opts.StepTimeout,
-		lastUsed: time.Now(),
+		key:        key,
+		cmd:        c.cmd,
+		pid:        c.cmd.Process.Pid,
+		conn:       c.conn,
+		enc:        NewEncoder(c.conn, m.opts.MaxFrame),
+		frames:     make(chan Frame, 16),
+		dead:       make(chan struct{}),
+		busy:       make(chan struct{}, 1),
+		maxRate:    m.opts.MaxFramesPerSecond,
+		stepTime:   m.opts.StepTimeout,
+		lastUsed:   time.Now(),
+		prestarted: prestarted,
 	}
 	p.log = m.opts.Log.With().Str("user", key.User).Str("app", key.appLabel()).Int("spoke_pid", p.pid).Logger()
-	go p.forwardLogs(stderr)
-	go p.readFrames(NewHubDecoder(conn, m.opts.MaxFrame))
+	go p.forwardLogs(c.stderr)
+	go p.readFrames(NewHubDecoder(c.conn, m.opts.MaxFrame))
 	go p.wait()
 
 	startCtx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
@@ -433,7 +510,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 			return nil, m.failure(key, "sent a malformed first frame and was stopped", ErrProtocol)
 		}
 		p.startup = time.Since(spawned)
-		p.log.Debug().Strs("sandbox", ready.Sandbox).Dur("startup", p.startup).Msg("Spoke ready")
+		p.log.Debug().Strs("sandbox", ready.Sandbox).Dur("startup", p.startup).Bool("prestarted", prestarted).Msg("Spoke ready")
 		return p, nil
 	case <-startCtx.Done():
 		p.kill(ErrDeadline)
@@ -451,7 +528,8 @@ type process struct {
 	frames chan Frame
 	log    zerolog.Logger
 
-	startup time.Duration // spawn to ready
+	startup    time.Duration // spawn to ready
+	prestarted bool          // started from a spare
 
 	busy     chan struct{}
 	nextID   uint64

@@ -96,7 +96,7 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	env, err := readPrivate()
+	env, err := readPrivate("the app's environment")
 	if err != nil {
 		return nil, err
 	}

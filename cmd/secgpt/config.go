@@ -85,6 +85,7 @@ type SpokesConfig struct {
 	MaxFrameBytes      int           `yaml:"max_frame_bytes"`
 	MaxFramesPerSecond int           `yaml:"max_frames_per_second"`
 	ScratchDir         string        `yaml:"scratch_dir"`
+	Spares             int           `yaml:"spares"`
 }
 
 type BudgetsConfig struct {
@@ -158,12 +159,15 @@ func defaultConfig() Config {
 		Sessions:  SessionsConfig{IdleTimeout: time.Hour},
 		Spokes: SpokesConfig{
 			IdleTimeout: 10 * time.Minute, MaxFrameBytes: 1 << 20, MaxFramesPerSecond: 500,
-			ScratchDir: scratch,
+			ScratchDir: scratch, Spares: 2,
 		},
 		Budgets: BudgetsConfig{
 			MaxQueryBytes: 8 << 10, MaxPlanSteps: 8, MaxLLMCallsPerStep: 8, MaxLLMCallsPerQuery: 32,
 			MaxPromptBytes: 512 << 10, HistoryEntries: 20, MemoryEntries: 20,
 		},
+		// New namespaces where the kernel allows them, as the example
+		// config says: the strongest confinement is the default.
+		Sandbox: SandboxConfig{Namespaces: true},
 		Logging: LoggingConfig{Level: "warn", Format: "console"},
 		Bot:     defaultBotConfig(),
 	}
@@ -335,6 +339,9 @@ func (c *Config) validate() error {
 	}
 	if c.Spokes.ScratchDir == "" {
 		return bad("spokes.scratch_dir", "is required")
+	}
+	if c.Spokes.Spares < 0 || c.Spokes.Spares > 16 {
+		return bad("spokes.spares", "must be between 0 and 16")
 	}
 	for _, n := range []struct {
 		field string

@@ -202,11 +202,17 @@ func spokePolicy(cfg Config) spoke.PolicyFunc {
 }
 
 func newSpokeManager(cfg Config, log zerolog.Logger) (*spoke.Manager, error) {
+	return spoke.NewManager(spokeOptions(cfg, log))
+}
+
+// spokeOptions configures the spoke manager from cfg; the binary is this
+// one, re-executed.
+func spokeOptions(cfg Config, log zerolog.Logger) spoke.Options {
 	lvl, err := zerolog.ParseLevel(cfg.Logging.Level)
 	if err != nil {
 		lvl = zerolog.InfoLevel
 	}
-	return spoke.NewManager(spoke.Options{
+	return spoke.Options{
 		Policy:             spokePolicy(cfg),
 		Extra:              externalExtra(cfg),
 		MaxFrame:           cfg.Spokes.MaxFrameBytes,
@@ -214,9 +220,15 @@ func newSpokeManager(cfg Config, log zerolog.Logger) (*spoke.Manager, error) {
 		StepTimeout:        cfg.Deadlines.Step,
 		IdleTimeout:        cfg.Spokes.IdleTimeout,
 		MaxFramesPerSecond: cfg.Spokes.MaxFramesPerSecond,
-		LogLevel:           lvl,
-		Log:                log.With().Str("component", "spoke").Logger(),
-	})
+		Spares:             cfg.Spokes.Spares,
+		SparePolicy: sandbox.Policy{
+			Profile:     sandbox.ProfileStrict,
+			Namespaces:  cfg.Sandbox.Namespaces,
+			AllowWeaker: cfg.Sandbox.AllowWeaker,
+		},
+		LogLevel: lvl,
+		Log:      log.With().Str("component", "spoke").Logger(),
+	}
 }
 
 // newEgress is the hub's egress broker. A response travels base64 in a JSON
