@@ -117,6 +117,9 @@ var (
 	toSelf     = []cond{{Arg: 0, Op: opEq, Value: selfPID}}
 )
 
+// fcntlCmd matches one fcntl command.
+func fcntlCmd(cmd int) []cond { return []cond{{Arg: 1, Op: opEq, Value: uint64(cmd)}} }
+
 // genericRules is the architecture-independent part of the table.
 var genericRules = []rule{
 	// Threads, scheduling and synchronisation.
@@ -168,7 +171,22 @@ var genericRules = []rule{
 	{"mkdirat", always, actAllow, inBoth, "make directories in scratch (Landlock decides where)"},
 	{"unlinkat", always, actAllow, inBoth, "remove files in scratch (Landlock decides where)"},
 	{"renameat", always, actAllow, inBoth, "os.Rename in scratch (Landlock decides where)"},
-	{"fcntl", always, actAllow, inBoth, "Go's os.NewFile and netpoller read and set O_NONBLOCK and FD_CLOEXEC"},
+	// fcntl by command: F_SETOWN, F_SETOWN_EX and F_SETSIG (with O_ASYNC)
+	// would have the kernel signal any process of the spoke's uid,
+	// F_SETLEASE and F_NOTIFY signal too; all are left to the default.
+	{"fcntl", fcntlCmd(unix.F_GETFD), actAllow, inBoth, "Go's os.NewFile and interpreters read FD_CLOEXEC"},
+	{"fcntl", fcntlCmd(unix.F_SETFD), actAllow, inBoth, "Go and interpreters set FD_CLOEXEC"},
+	{"fcntl", fcntlCmd(unix.F_GETFL), actAllow, inBoth, "Go's netpoller and interpreters read O_NONBLOCK"},
+	{"fcntl", []cond{{Arg: 1, Op: opEq, Value: unix.F_SETFL}, {Arg: 2, Op: opMaskedEq, Mask: unix.O_ASYNC, Value: 0}}, actAllow, inBoth,
+		"set O_NONBLOCK; never O_ASYNC, which signals the descriptor's owner"},
+	{"fcntl", fcntlCmd(unix.F_DUPFD_CLOEXEC), actAllow, inBoth, "duplicate a descriptor (Go's net.FileConn, os.dup)"},
+	{"fcntl", fcntlCmd(unix.F_DUPFD), actAllow, inExec, "duplicate a descriptor (C programs)"},
+	{"fcntl", fcntlCmd(unix.F_GETLK), actAllow, inExec, "record locks on its own files (SQLite in an app)"},
+	{"fcntl", fcntlCmd(unix.F_SETLK), actAllow, inExec, "record locks on its own files (SQLite in an app)"},
+	{"fcntl", fcntlCmd(unix.F_SETLKW), actAllow, inExec, "record locks on its own files (SQLite in an app)"},
+	{"fcntl", fcntlCmd(unix.F_OFD_GETLK), actAllow, inExec, "open-file locks on its own files"},
+	{"fcntl", fcntlCmd(unix.F_OFD_SETLK), actAllow, inExec, "open-file locks on its own files"},
+	{"fcntl", fcntlCmd(unix.F_OFD_SETLKW), actAllow, inExec, "open-file locks on its own files"},
 
 	// Go netpoller and timers.
 	{"epoll_create1", always, actAllow, inBoth, "Go netpoller"},
@@ -193,8 +211,10 @@ var genericRules = []rule{
 	// connects, over TCP/IPv4, to the one port Landlock allows.
 	{"accept4", always, actAllow, inProxy,
 		"accept the app server's connections on the proxy's listener, opened before Enter; no socket, bind, listen or connect"},
-	{"socket", inetStream, actAllow, inExecNet,
-		"TCP over IPv4 only, to reach the egress proxy: the namespace has no route but loopback, and Landlock allows only the proxy's port"},
+	{"socket", append(inetStream, cond{Arg: 2, Op: opEq, Value: 0}), actAllow, inExecNet,
+		"TCP over IPv4 only (protocol 0, the default), to reach the egress proxy: the namespace has no route but loopback, and Landlock allows only the proxy's TCP port"},
+	{"socket", append(inetStream, cond{Arg: 2, Op: opEq, Value: unix.IPPROTO_TCP}), actAllow, inExecNet,
+		"TCP over IPv4 named explicitly; no other protocol: Landlock's port rule does not cover MPTCP or SCTP"},
 	{"connect", always, actAllow, inExecNet,
 		"connect its TCP socket to the egress proxy; it can create no unix socket that connect could aim at a path"},
 	{"socketpair", unixStream, actAllow, inExecNet,

@@ -30,8 +30,9 @@ import (
 //     signals scoped to the spoke;
 //  6. the seccomp allowlist of p.Profile, on every thread (TSYNC).
 //
-// Before the limits it drops every capability the process holds (only a
-// ProfileProxy spoke that did not call UpLoopback has one). ProfileProxy
+// First it runs SetUpNamespaces, if the caller did not. Before the limits
+// it drops every capability the process holds (only a ProfileProxy spoke
+// that did not call UpLoopback has one). ProfileProxy
 // and ProfileExecNet need a network namespace of their own, as seen from
 // inside (loopback is the only interface).
 //
@@ -48,6 +49,9 @@ import (
 func Enter(p Policy) (Report, error) {
 	var rep Report
 	if err := p.Validate(); err != nil {
+		return rep, err
+	}
+	if err := SetUpNamespaces(); err != nil {
 		return rep, err
 	}
 	p.Limits = p.Limits.withDefaults()
@@ -234,7 +238,7 @@ func namespacesDetail() string {
 		in = append(in, "user ("+strings.Join(strings.Fields(string(m)), " ")+")")
 	}
 	if os.Getpid() == 1 {
-		in = append(in, "pid")
+		in = append(in, pidNamespaceDetail())
 	}
 	if dev, err := os.ReadFile("/proc/self/net/dev"); err == nil {
 		lines := strings.Split(strings.TrimSpace(string(dev)), "\n")

@@ -71,36 +71,60 @@ func UpLoopback() error {
 // inheritable capability sets of every thread, if the calling thread holds
 // any (threads inherit their creator's, so all hold the same). It reports
 // whether there was anything to drop.
-func dropCapabilities() (bool, error) {
+func dropCapabilities() (bool, error) { return clearCapabilities(^uint64(0)) }
+
+// clearCapabilities removes the capabilities in mask (bit n for capability
+// n) from the ambient, permitted, effective and inheritable sets of every
+// thread, if the calling thread holds any of them. It reports whether there
+// was anything to remove.
+func clearCapabilities(mask uint64) (bool, error) {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return false, fmt.Errorf("failed to read capabilities: %w", err)
 	}
-	held := uint32(0)
-	for _, d := range data {
-		held |= d.Effective | d.Permitted | d.Inheritable
+	held := func() uint64 {
+		var h uint64
+		for i, d := range data {
+			h |= uint64(d.Effective|d.Permitted|d.Inheritable) << (32 * i)
+		}
+		return h & mask
 	}
-	if held == 0 {
+	if held() == 0 {
 		return false, nil
 	}
-	if _, _, errno := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); errno != 0 {
-		return false, fmt.Errorf("failed to clear ambient capabilities: %w", errno)
+	if mask == ^uint64(0) {
+		if _, _, errno := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); errno != 0 {
+			return false, fmt.Errorf("failed to clear ambient capabilities: %w", errno)
+		}
+	} else {
+		for c := range uint64(64) {
+			if mask&(1<<c) == 0 || held()&(1<<c) == 0 {
+				continue
+			}
+			if _, _, errno := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_LOWER, uintptr(c), 0, 0, 0); errno != 0 {
+				return false, fmt.Errorf("failed to lower ambient capability %d: %w", c, errno)
+			}
+		}
 	}
 	// On the heap, which does not move, and kept alive across the call:
 	// psx takes the addresses as plain integers.
 	setHdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	none := new([2]unix.CapUserData)
-	_, _, errno := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(setHdr)), uintptr(unsafe.Pointer(&none[0])), 0)
+	kept := new([2]unix.CapUserData)
+	for i, d := range data {
+		keep := uint32(^mask >> (32 * i))
+		kept[i] = unix.CapUserData{Effective: d.Effective & keep, Permitted: d.Permitted & keep, Inheritable: d.Inheritable & keep}
+	}
+	_, _, errno := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(setHdr)), uintptr(unsafe.Pointer(&kept[0])), 0)
 	runtime.KeepAlive(setHdr)
-	runtime.KeepAlive(none)
+	runtime.KeepAlive(kept)
 	if errno != 0 {
 		return false, fmt.Errorf("failed to drop capabilities: %w", errno)
 	}
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return false, fmt.Errorf("failed to read capabilities: %w", err)
 	}
-	if data[0].Permitted|data[1].Permitted|data[0].Effective|data[1].Effective != 0 {
+	if held() != 0 {
 		return false, errors.New("failed to drop capabilities: some remain")
 	}
 	return true, nil

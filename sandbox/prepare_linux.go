@@ -33,20 +33,16 @@ func Probe() Capabilities {
 	_, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	c.NoNewPrivs = err == nil
 	c.UserNS, c.PIDNS, c.NetNS, c.NSDetail = probeNamespaces()
-	if c.PIDNS && c.LandlockABI > 0 && c.LandlockABI < landlockTSyncABI {
-		// Before ABI 8 go-landlock reaches every thread through libpsx,
-		// which lists them in /proc/<getpid()>/task: in a new PID
-		// namespace under the host's /proc that is another process, and
-		// Landlock would hang or miss threads.
-		c.PIDNS = false
-		c.NSDetail += fmt.Sprintf("; no pid namespace below Landlock ABI %d (threads are found through /proc)", landlockTSyncABI)
+	if c.PIDNS {
+		// A spoke in a PID namespace needs a /proc of its own (see
+		// SetUpNamespaces).
+		if why := procCovered(); why != "" {
+			c.PIDNS = false
+			c.NSDetail += "; no pid namespace: " + why
+		}
 	}
 	return c
 }
-
-// landlockTSyncABI is the Landlock ABI whose kernel applies a ruleset to
-// every thread itself (LANDLOCK_RESTRICT_SELF_TSYNC).
-const landlockTSyncABI = 8
 
 // probeNamespaces starts a process in new namespaces, mapped as Prepare
 // would map it, that tries to execute a path that cannot exist: ENOENT
@@ -62,7 +58,7 @@ func probeNamespaces() (user, pid, net bool, detail string) {
 		}
 		return err
 	}
-	if err := try(unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC); err == nil {
+	if err := try(unix.CLONE_NEWUSER | pidMount | unix.CLONE_NEWNET | unix.CLONE_NEWIPC); err == nil {
 		return true, true, true, mappingDetail()
 	}
 	// Prepare always adds an IPC namespace to a user namespace.
@@ -70,7 +66,7 @@ func probeNamespaces() (user, pid, net bool, detail string) {
 	if err := try(userIPC); err != nil {
 		return false, false, false, fmt.Sprintf("user namespaces unavailable: %v", err)
 	}
-	pidErr := try(userIPC | unix.CLONE_NEWPID)
+	pidErr := try(userIPC | pidMount)
 	netErr := try(userIPC | unix.CLONE_NEWNET)
 	return true, pidErr == nil, netErr == nil, fmt.Sprintf("%s; pid: %v; net: %v", mappingDetail(), pidErr, netErr)
 }
@@ -79,6 +75,10 @@ func mappingDetail() string {
 	uid, gid := childIDs()
 	return fmt.Sprintf("uid %d and gid %d inside map to themselves outside", uid, gid)
 }
+
+// pidMount are the namespaces of a spoke in a PID namespace: a mount
+// namespace comes with it, where the spoke mounts its own /proc.
+const pidMount = unix.CLONE_NEWPID | unix.CLONE_NEWNS
 
 // childIDs are the uid and gid a spoke runs as: nobody when the hub is root,
 // else the hub's own (an unprivileged process can map only itself).
@@ -123,10 +123,12 @@ func childEnv() []string {
 //     the group), sends it SIGKILL when the thread that started it dies,
 //     runs it as uid/gid 65534 when the hub is root, and when p.Namespaces
 //     (always for ProfileProxy and ProfileExecNet) and Probe allow it, in
-//     new user, PID, network and IPC namespaces with its id mapped to
-//     itself; a ProfileProxy spoke in its own network namespace gets
-//     CAP_NET_ADMIN over that namespace as an ambient capability, to bring
-//     up its loopback (UpLoopback drops it);
+//     new user, PID, mount, network and IPC namespaces with its id mapped
+//     to itself; in a PID namespace it gets CAP_SYS_ADMIN over its own
+//     namespaces as an ambient capability, to mount its own /proc
+//     (SetUpNamespaces drops it), and a ProfileProxy spoke in its own
+//     network namespace CAP_NET_ADMIN, to bring up its loopback (UpLoopback
+//     drops it);
 //   - p.Scratch is created (0700) and, when the hub is root, given to 65534.
 //
 // Prepare fails closed: if Probe finds a protection p needs missing (see
@@ -145,14 +147,17 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 	if (p.Namespaces || p.Profile.ownNetwork()) && caps.UserNS {
 		flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWIPC)
 		if caps.PIDNS {
-			flags |= unix.CLONE_NEWPID
+			flags |= pidMount
+			// Over its own namespaces only, to mount its own /proc
+			// (SetUpNamespaces, which drops it).
+			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
 		}
 		if caps.NetNS {
 			flags |= unix.CLONE_NEWNET
 			if p.Profile == ProfileProxy {
 				// Over its own namespace only, to bring up loopback
 				// (UpLoopback), which drops it; Enter drops it too.
-				attr.AmbientCaps = []uintptr{unix.CAP_NET_ADMIN}
+				attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_ADMIN)
 			}
 		}
 		setNamespaces(attr, flags)

@@ -366,6 +366,35 @@ func TestWorkloadUnderFilter(t *testing.T) {
 	}
 }
 
+// requirePIDNamespace skips t, saying why, unless spokes get a PID
+// namespace here.
+func requirePIDNamespace(t *testing.T) {
+	t.Helper()
+	if caps := sbxtest.RequireFull(t); !caps.PIDNS {
+		t.Skipf("no PID namespace for spokes on this machine: %s", caps.NSDetail)
+	}
+}
+
+// TestPIDNamespace: a spoke with namespaces is PID 1 of its own PID
+// namespace and sees only itself in a /proc of its own, which bounds its
+// tasks where the kernel keeps a pid_max per namespace.
+func TestPIDNamespace(t *testing.T) {
+	requirePIDNamespace(t)
+	p := strictPolicy(t)
+	p.Namespaces = true
+	out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "pid_namespace"})
+	expect{allowed: true}.check(t, out)
+	if !strings.HasPrefix(out.Detail, "pid 1; processes [1];") {
+		t.Fatalf("detail %q, want PID 1 that sees only itself", out.Detail)
+	}
+	for _, pr := range out.Report.Protections {
+		if pr.Name == "namespaces" && !strings.Contains(pr.Detail, "pid (own /proc") {
+			t.Fatalf("namespaces reported as %q", pr.Detail)
+		}
+	}
+	t.Log(out.Detail)
+}
+
 // TestThreadsUnderFilter: threads that existed before Enter are confined
 // too (seccomp TSYNC, Landlock on every thread), new threads can be created
 // under the filter, and the runtime keeps working.

@@ -40,6 +40,12 @@ const (
 // process before reading its first frame. Started as the launcher of an
 // external app's server, it runs that instead.
 func ChildMain() int {
+	// Before anything reads /proc or starts a process: a spoke in a PID
+	// namespace gets its own /proc (a spare, before it waits).
+	if err := sandbox.SetUpNamespaces(); err != nil {
+		fmt.Fprintln(os.Stderr, "secgpt-spoke: refusing to run:", err)
+		return exitSandbox
+	}
 	if len(os.Args) > 1 && os.Args[1] == LaunchArg {
 		return launcherMain()
 	}

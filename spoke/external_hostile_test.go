@@ -8,12 +8,16 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/secgpt/secgpt/hub/hubtest"
 	"github.com/secgpt/secgpt/sandbox"
@@ -35,6 +39,7 @@ type hostileTargets struct {
 	unixSocket   string
 	unixAccepted func() int64
 	database     string
+	victimPID    int // a process of the spokes' uid
 }
 
 // hostileOutcome is how an attempt must end.
@@ -61,6 +66,8 @@ type hostileAttack struct {
 	leak func(*hostileTargets) string
 	// outside checks from outside the spoke that nothing happened.
 	outside func(*hostileTargets, *hostileEvidence) error
+	// skip, when set, says why this machine cannot show the defence.
+	skip func() string
 }
 
 // hostileEvidence is what the test can see of the attacker's processes.
@@ -84,7 +91,7 @@ func hostileAttacks() []hostileAttack {
 		{name: "read another user's scratch", function: "read_file", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.victimSecret} },
 			outcome: blocked, errText: "Permission denied", leak: func(t *hostileTargets) string { return t.secret }},
 		{name: "read the hub's environment", function: "read_file", args: arg("path", fmt.Sprintf("/proc/%d/environ", os.Getpid())),
-			outcome: blocked, errText: "Permission denied", leak: func(*hostileTargets) string { return "PATH=" }},
+			outcome: blocked, errText: invisibleHub(), leak: func(*hostileTargets) string { return "PATH=" }},
 		{name: "write outside scratch", function: "write_file", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.outside} },
 			outcome: blocked, errText: "Permission denied",
 			outside: func(t *hostileTargets, _ *hostileEvidence) error { return fileHolds(t.outside, t.secret) }},
@@ -128,6 +135,12 @@ func hostileAttacks() []hostileAttack {
 			}},
 		{name: "reach the network around the proxy", function: "bypass_proxy", args: arg("target", "http://"+mcptest.PublicIP+"/"), outcome: blocked, errText: "Permission denied"},
 		{name: "use its spoke's channel to the hub (fd 3)", function: "spoke_socket", args: noArgs, outcome: blocked, errText: "Bad file descriptor"},
+		{name: "kill a process of its uid through SIGIO (fcntl F_SETOWN)", function: "sigio_kill",
+			args: func(t *hostileTargets) map[string]any { return map[string]any{"pid": t.victimPID} }, outcome: blocked, errText: "Operation not permitted",
+			outside: func(t *hostileTargets, _ *hostileEvidence) error { return running(t.victimPID) }},
+		{name: "MPTCP around the proxy's port rule", function: "mptcp_connect", args: arg("address", mcptest.PublicIP+":443"), outcome: blocked, errText: "Operation not permitted"},
+		{name: "thread bomb (5,000 threads with small stacks)", function: "thread_bomb", args: arg("count", 5000), outcome: blocked, errText: "can't start new thread",
+			skip: perNamespaceTaskBound},
 		{name: "egress to an undeclared domain", function: "fetch_url", args: arg("url", "http://"+mcptest.UndeclaredHost+"/upload"), outcome: refused,
 			errText: "HTTP 403", outside: func(t *hostileTargets, e *hostileEvidence) error {
 				lookups, _ := t.lab.Network()
@@ -183,6 +196,11 @@ func TestHostileMCPServer(t *testing.T) {
 
 	for _, a := range hostileAttacks() {
 		t.Run(a.name, func(t *testing.T) {
+			if a.skip != nil {
+				if why := a.skip(); why != "" {
+					t.Skip(why)
+				}
+			}
 			args, err := json.Marshal(a.args(targets))
 			if err != nil {
 				t.Fatal(err)
@@ -242,6 +260,43 @@ func TestHostileMCPServer(t *testing.T) {
 			}
 			victimServed(t, sys, w)
 		})
+	}
+}
+
+// TestServerDiesWithItsSpoke: an external app's server does not outlive
+// its spoke when nothing kills it for the spoke (the hub crashed, or only
+// the spoke was killed): the spoke is PID 1 of its PID namespace, and the
+// kernel ends the namespace with it.
+func TestServerDiesWithItsSpoke(t *testing.T) {
+	requireSandbox(t)
+	if caps := sandbox.Probe(); !caps.PIDNS {
+		t.Skipf("no PID namespace for spokes here, so nothing ends a server with its spoke but the hub: %s", caps.NSDetail)
+	}
+	w := mcptest.NewWiring(t, pythonApp(t, "words", "words.py"))
+	w.Namespaces = true
+	m := w.Manager(t, nil)
+	if _, _, err := runFunction(t, m, "@alice:example.org", "words", "word_count", `{"text":"a b c"}`); err != nil {
+		t.Fatal(err)
+	}
+	var spokePID int
+	for k, pid := range m.PIDs() {
+		if k.App == "words" {
+			spokePID = pid
+		}
+	}
+	server := childOf(spokePID)
+	if spokePID == 0 || server == 0 {
+		t.Fatalf("no spoke (%d) or server (%d) process", spokePID, server)
+	}
+	// The spoke alone, not its process group: what a crash of the hub
+	// leaves (Pdeathsig kills the spoke, nothing else).
+	if err := syscall.Kill(spokePID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); running(server) == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server %d outlived its spoke %d", server, spokePID)
+		}
 	}
 }
 
@@ -312,7 +367,54 @@ func newHostileTargets(t *testing.T, w *mcptest.Wiring, sys *hubtest.System, lab
 		}
 	}()
 	tg.unixAccepted = accepted.Load
+	victim := exec.Command("/bin/sleep", "600")
+	victim.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
+	tg.victimPID = victim.Process.Pid
 	return tg
+}
+
+// invisibleHub is how reading the hub's /proc entry fails: in a PID
+// namespace of the spoke's own the hub has no entry at all; elsewhere
+// Landlock refuses it.
+func invisibleHub() string {
+	if sandbox.Probe().PIDNS {
+		return "No such file or directory"
+	}
+	return "Permission denied"
+}
+
+// running: the process is alive (not a zombie).
+func running(pid int) error {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return fmt.Errorf("process %d is gone: %v", pid, err)
+	}
+	if fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(fields) == 0 || fields[0] == "Z" {
+		return fmt.Errorf("process %d was killed", pid)
+	}
+	return nil
+}
+
+// perNamespaceTaskBound says why a spoke's tasks are not bounded here, or
+// "" if they are: the bound is the spoke's PID namespace's own pid_max,
+// which Linux keeps per namespace since 6.14.
+func perNamespaceTaskBound() string {
+	if caps := sandbox.Probe(); !caps.PIDNS {
+		return "no PID namespace for spokes here: " + caps.NSDetail
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return err.Error()
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor); err != nil || major < 6 || major == 6 && minor < 14 {
+		return "this kernel keeps no pid_max per PID namespace (Linux 6.14+): " + unix.ByteSliceToString(u.Release[:])
+	}
+	return ""
 }
 
 // evidence finds the attacker's spoke and server processes.

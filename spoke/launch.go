@@ -68,7 +68,8 @@ func launcherMain() int {
 // none is writable or executable. Paths this machine lacks are skipped.
 var serverReadOnly = []struct{ path, reason string }{
 	{"/usr", "interpreters' standard libraries and data (CPython's /usr/lib/python3.*, Node's modules, /usr/share/zoneinfo)"},
-	{"/etc/ssl", "OpenSSL's configuration (CPython's ssl module loads it) and the public CA certificates"},
+	{"/etc/ssl/openssl.cnf", "OpenSSL's configuration (CPython's ssl module loads it)"},
+	{"/etc/ssl/certs", "the public CA certificates; never /etc/ssl/private, which a hub in group ssl-cert could read"},
 	{"/etc/localtime", "the local time zone"},
 }
 

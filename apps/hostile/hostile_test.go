@@ -201,3 +201,21 @@ func reapChildren(t *testing.T, n int) {
 		t.Errorf("%d forked processes were not reaped", n)
 	}
 }
+
+func TestOtherProcess(t *testing.T) {
+	tests := []struct {
+		path string
+		want bool
+	}{
+		{"/proc/1/environ", true},
+		{fmt.Sprintf("/proc/%d/environ", os.Getpid()), false},
+		{"/proc/self/environ", false},
+		{"/proc/sys/kernel/pid_max", false},
+		{"/etc/shadow", false},
+	}
+	for _, tt := range tests {
+		if got := otherProcess(tt.path); got != tt.want {
+			t.Errorf("otherProcess(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}

@@ -67,12 +67,18 @@ var attempts = map[string]attempt{
 	"workload":      entered(workload),
 	"ids":           ids,
 	"enter_time":    enterTime,
+	"pid_namespace": pidNamespace,
 }
 
 // Main is the child program: args are the encoded policy (or NoEnter), the
 // attempt and its arguments. It writes one Result as JSON on stdout and
 // returns the exit code.
 func Main() int {
+	// As a spoke does, first thing (see sandbox.SetUpNamespaces).
+	if err := sandbox.SetUpNamespaces(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	if len(os.Args) < 3 {
 		fmt.Fprintln(os.Stderr, "usage: sbxchild <policy|-> <attempt> [args...]")
 		return 2
@@ -462,6 +468,27 @@ func proxy(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
 	}
 	_, err = net.Dial("tcp4", ln.Addr().String())
 	return caps + "; " + accepted, err
+}
+
+// pidNamespace reports, before Enter, the process's pid, the processes its
+// /proc shows and the pid_max it reads: "pid 1; processes [1]; pid_max N".
+func pidNamespace(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return "", err
+	}
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	pidMax, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return "", err
+	}
+	detail := fmt.Sprintf("pid %d; processes %v; pid_max %s", os.Getpid(), pids, strings.TrimSpace(string(pidMax)))
+	return detail, enter()
 }
 
 // capsAfterEnter reports the capability sets after Enter, through a

@@ -141,6 +141,9 @@ type Wiring struct {
 	Limits sandbox.Limits
 	// AllowWeaker is the operator's opt-out.
 	AllowWeaker bool
+	// Namespaces gives every spoke new namespaces, as the config's
+	// sandbox.namespaces does; an app with egress always has them.
+	Namespaces bool
 	// Logs collects every spoke's log (JSON lines), the servers' stderr
 	// and the egress proxies' refusals included.
 	Logs *Buffer
@@ -184,7 +187,7 @@ func (w *Wiring) Policy(k spoke.Key) (sandbox.Policy, error) {
 	if err != nil {
 		return sandbox.Policy{}, err
 	}
-	p := sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: w.Limits, Scratch: scratch, AllowWeaker: w.AllowWeaker}
+	p := sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: w.Limits, Scratch: scratch, AllowWeaker: w.AllowWeaker, Namespaces: w.Namespaces}
 	if a, ok := w.app(k.App); ok && a.Decl.Egress {
 		p.Profile, p.Namespaces = sandbox.ProfileProxy, true
 	}
