@@ -372,30 +372,6 @@ func TestUnknownAppFailsToStart(t *testing.T) {
 	}
 }
 
-// BenchmarkColdStart starts a new spoke, with the full sandbox, for every
-// iteration: startup is spawn to ready (DESIGN §10's budget), first-step
-// adds the first step on the fresh process.
-func BenchmarkColdStart(b *testing.B) {
-	m := newManager(b, spoke.Options{})
-	ctx := context.Background()
-	var startup, firstStep []time.Duration
-	for i := 0; i < b.N; i++ {
-		k := spoke.Key{User: "@bench:x", App: "echo", Session: fmt.Sprint(i)}
-		start := time.Now()
-		_, info, err := m.Run(ctx, k, step("say", `{"text":"x"}`), &handler{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		firstStep = append(firstStep, time.Since(start))
-		startup = append(startup, info.Startup)
-		b.StopTimer()
-		m.StopUser("@bench:x")
-		b.StartTimer()
-	}
-	reportPercentiles(b, "startup", startup)
-	reportPercentiles(b, "first-step", firstStep)
-}
-
 // BenchmarkWarmStep measures one step on a running spoke.
 func BenchmarkWarmStep(b *testing.B) {
 	m := newManager(b, spoke.Options{})
