@@ -198,8 +198,9 @@ func (s Spec) Validate() error {
 }
 
 // App is an app's code. Call runs one function with arguments that the hub
-// has already validated against the function's request schema; the result
-// must validate against its response schema or the hub discards it.
+// has already validated against the function's request schema, in their
+// canonical encoding (see Canonical); the result must validate against its
+// response schema, duplicate object keys refused, or the hub discards it.
 //
 // Call may be invoked concurrently only for different users' spokes, which
 // are different processes; within one process calls are sequential.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -47,6 +48,7 @@ func (b *broker) Complete(ctx context.Context, req spoke.LLMRequest) (spoke.LLMR
 		return spoke.LLMReply{}, fmt.Errorf("%s sent a prompt of %d bytes, over the %d-byte limit", b.label(), size, b.h.opts.MaxPromptBytes)
 	}
 	if b.app == "" && len(req.Tools) > 0 {
+		b.refuse(ctx, "", "", "", errNoTools.Error())
 		return spoke.LLMReply{}, errNoTools
 	}
 	if !b.q.spendLLMCall(b.h.opts.MaxLLMCallsPerQuery) {
@@ -67,7 +69,7 @@ func (b *broker) Complete(ctx context.Context, req spoke.LLMRequest) (spoke.LLMR
 	reply := spoke.LLMReply{Message: resp.Message}
 	reply.Message.ToolCalls = nil
 	for _, tc := range resp.Message.ToolCalls {
-		if reason := b.admit(ctx, tc); reason != "" {
+		if reason := b.admit(ctx, &tc); reason != "" {
 			zerolog.Ctx(ctx).Info().Str("app", b.label()).Str("tool", tc.Name).Str("reason", reason).Msg("Refused tool call")
 			reply.Refused = append(reply.Refused, spoke.RefusedCall{ID: tc.ID, Name: tc.Name, Reason: reason})
 			continue
@@ -98,45 +100,99 @@ func promptSize(req spoke.LLMRequest) int {
 	return n
 }
 
+// notAllowed is the refusal of a call the user did not allow.
+const notAllowed = "not part of the plan for the user's request, and not allowed by the user"
+
 // admit decides whether a tool call the model returned may reach the spoke.
-// It returns the reason for a refusal, or "".
-func (b *broker) admit(ctx context.Context, tc llm.ToolCall) string {
+// It replaces the call's arguments with their canonical encoding, which is
+// what any consent showed and what the spoke runs, and returns the reason
+// for a refusal, or "".
+func (b *broker) admit(ctx context.Context, tc *llm.ToolCall) string {
 	if b.app == "" {
-		return errNoTools.Error()
+		return b.refuse(ctx, "", "", tc.Name, errNoTools.Error())
 	}
 	appName, fn, ok := apps.SplitToolName(tc.Name)
 	if !ok {
-		return "no such tool"
+		return b.refuse(ctx, "", "", tc.Name, "no such tool")
 	}
 	spec, ok := b.h.catalog.spec(appName)
 	if !ok {
-		return fmt.Sprintf("no app named %q is installed", appName)
+		return b.refuse(ctx, appName, fn, tc.Name, fmt.Sprintf("no app named %q is installed", appName))
 	}
-	if _, ok := spec.Function(fn); !ok {
-		return fmt.Sprintf("%s has no function %q", appName, fn)
+	f, ok := spec.Function(fn)
+	if !ok {
+		return b.refuse(ctx, appName, fn, tc.Name, fmt.Sprintf("%s has no function %q", appName, fn))
 	}
-	args := json.RawMessage(tc.Arguments)
-	if !json.Valid(args) {
-		args = nil
+	raw := json.RawMessage(tc.Arguments)
+	if strings.TrimSpace(tc.Arguments) == "" {
+		raw = json.RawMessage("{}")
 	}
+	args, err := apps.CanonicalDocument(f.Request, raw)
+	if err != nil {
+		return b.refuse(ctx, appName, fn, tc.Name, fmt.Sprintf("the arguments do not match %s's schema: %v", tc.Name, err))
+	}
+	tc.Arguments = string(args)
 	if appName == b.app {
-		if b.q.caps.canExec(appName, fn) {
+		if !b.q.caps.canExec(appName, fn) {
+			if b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: appName, Function: fn, Args: args}) {
+				return ""
+			}
+			return notAllowed
+		}
+		if !f.Irreversible || b.q.caps.consume("", appName, fn, args) {
 			return ""
 		}
-		if b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: appName, Function: fn, Args: args}) {
-			b.q.caps.grantExec(appName, fn)
+		// The plan's consent covered one run with the arguments it showed;
+		// any other run of an irreversible function is put to the user
+		// with its own arguments.
+		if b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: appName, Function: fn, Args: args,
+			Warning: "The plan did not include this call with these arguments."}) {
 			return ""
 		}
-		return "not part of the plan for the user's request, and not allowed by the user"
+		return "not part of the plan with these arguments, and not allowed by the user"
 	}
 	if b.q.caps.canCall(b.app, appName, fn) {
-		return ""
+		return "" // CallApp asks, with the arguments, where the plan needs it
 	}
 	if b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: appName, Caller: b.app, Function: fn, Args: args}) {
-		b.q.caps.grantCall(b.app, appName, fn)
+		// The user saw these arguments: CallApp runs exactly this call
+		// without asking again.
+		b.q.caps.approve(b.app, appName, fn, args)
 		return ""
 	}
-	return "not part of the plan for the user's request, and not allowed by the user"
+	return notAllowed
+}
+
+// refuse writes a refusal the broker decides by itself, with no consent
+// asked, to the audit log and the query's record: every decision is on
+// record (DESIGN §5). It returns the reason. app and fn are the target
+// when they could be read from the request, tool what the spoke named.
+func (b *broker) refuse(ctx context.Context, app, fn, tool, reason string) string {
+	subj := b.spokeName()
+	switch {
+	case app != "" && app != b.app:
+		subj += "->" + app
+	case app == "" && tool != "":
+		subj += "->?" // the spoke named no installed app; Detail has what it named
+	}
+	detail, _ := json.Marshal(map[string]any{"function": fn, "tool": truncate(tool, 200), "reason": truncate(reason, 1000)})
+	if err := b.h.store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
+		User: b.q.user, SessionID: b.q.session, QueryID: b.q.id, Category: string(CategoryExec),
+		Subject: subj, AppVersion: b.h.catalog.hashes[app], Decision: string(DecisionDeny), Source: "broker", Detail: string(detail),
+	}); err != nil {
+		zerolog.Ctx(ctx).Error().Err(err).Msg("Failed to write audit log")
+	}
+	b.q.recordRefusal(ConsentRecord{Category: CategoryExec, Subject: subj, App: truncate(app, 200), Caller: b.app, Function: truncate(fn, 200), Decision: DecisionDeny, Source: "broker"})
+	zerolog.Ctx(ctx).Info().Str("app", b.label()).Str("subject", subj).Str("reason", reason).Msg("Refused request")
+	return reason
+}
+
+// spokeName names this broker's spoke in audit subjects.
+func (b *broker) spokeName() string {
+	if b.app == "" {
+		return "vanilla"
+	}
+	return b.app
 }
 
 // outOfPlan puts a request the plan did not name to the configured policy.
@@ -147,68 +203,75 @@ func (b *broker) outOfPlan(ctx context.Context, req ConsentRequest) bool {
 }
 
 // callee resolves a tool name a spoke asked for to another installed app.
-func (b *broker) callee(tool string) (apps.Spec, apps.Function, error) {
+// A refusal is audited.
+func (b *broker) callee(ctx context.Context, tool string) (apps.Spec, apps.Function, error) {
 	if b.app == "" {
-		return apps.Spec{}, apps.Function{}, errNoTools
+		return apps.Spec{}, apps.Function{}, errors.New(b.refuse(ctx, "", "", tool, errNoTools.Error()))
 	}
 	appName, fn, ok := apps.SplitToolName(tool)
 	if !ok {
-		return apps.Spec{}, apps.Function{}, fmt.Errorf("no such tool %q", tool)
+		return apps.Spec{}, apps.Function{}, errors.New(b.refuse(ctx, "", "", tool, fmt.Sprintf("no such tool %q", truncate(tool, 200))))
 	}
 	if appName == b.app {
-		return apps.Spec{}, apps.Function{}, errors.New("a spoke runs its own app's functions itself")
+		return apps.Spec{}, apps.Function{}, errors.New(b.refuse(ctx, appName, fn, tool, "a spoke runs its own app's functions itself"))
 	}
 	spec, ok := b.h.catalog.spec(appName)
 	if !ok {
-		return apps.Spec{}, apps.Function{}, fmt.Errorf("no app named %q is installed", appName)
+		return apps.Spec{}, apps.Function{}, errors.New(b.refuse(ctx, appName, fn, tool, fmt.Sprintf("no app named %q is installed", appName)))
 	}
 	f, ok := spec.Function(fn)
 	if !ok {
-		return apps.Spec{}, apps.Function{}, fmt.Errorf("%s has no function %q", appName, fn)
+		return apps.Spec{}, apps.Function{}, errors.New(b.refuse(ctx, appName, fn, tool, fmt.Sprintf("%s has no function %q", appName, fn)))
 	}
 	return spec, f, nil
 }
 
 // Probe gives a function's schemas to a spoke that may call it.
-func (b *broker) Probe(_ context.Context, p spoke.Probe) (spoke.ProbeReply, error) {
-	spec, f, err := b.callee(p.Tool)
+func (b *broker) Probe(ctx context.Context, p spoke.Probe) (spoke.ProbeReply, error) {
+	spec, f, err := b.callee(ctx, p.Tool)
 	if err != nil {
 		return spoke.ProbeReply{}, err
 	}
-	if !b.q.caps.canCall(b.app, spec.Name, f.Name) {
-		return spoke.ProbeReply{}, fmt.Errorf("%s may not use %s for this request", b.app, p.Tool)
+	if !b.q.caps.canProbe(b.app, spec.Name, f.Name) {
+		return spoke.ProbeReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, p.Tool, fmt.Sprintf("%s may not use %s for this request", b.app, p.Tool)))
 	}
 	return spoke.ProbeReply{Request: f.Request, Response: f.Response}, nil
 }
 
 // CallApp runs another app's function for a spoke: only within the
 // capability set (or what the user allows outside it), with consent to run
-// the callee and consent to give its typed result back.
+// the callee and consent to give its typed result back. The callee gets
+// the canonical arguments the consent showed.
 func (b *broker) CallApp(ctx context.Context, c spoke.AppCall) (spoke.AppCallReply, error) {
-	spec, f, err := b.callee(c.Tool)
+	spec, f, err := b.callee(ctx, c.Tool)
 	if err != nil {
 		return spoke.AppCallReply{}, err
 	}
-	planned := b.q.caps.planned(b.app, spec.Name)
-	if !b.q.caps.canCall(b.app, spec.Name, f.Name) {
-		if !b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: c.Args}) {
-			return spoke.AppCallReply{}, fmt.Errorf("%s may not use %s: not part of the plan, and not allowed by the user", b.app, c.Tool)
-		}
-		b.q.caps.grantCall(b.app, spec.Name, f.Name)
-	} else if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: c.Args, InPlan: planned, Irreversible: f.Irreversible}) {
-		return spoke.AppCallReply{}, fmt.Errorf("the user did not allow %s to use %s", b.app, spec.Name)
-	}
-	if err := apps.ValidateDocument(f.Request, c.Args); err != nil {
-		return spoke.AppCallReply{}, fmt.Errorf("the arguments do not match %s's schema: %v", c.Tool, err)
+	args, err := apps.CanonicalDocument(f.Request, c.Args)
+	if err != nil {
+		return spoke.AppCallReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, c.Tool, fmt.Sprintf("the arguments do not match %s's schema: %v", c.Tool, err)))
 	}
 	chain := append(slices.Clone(b.chain), b.app)
 	if slices.Contains(chain, spec.Name) {
-		return spoke.AppCallReply{}, fmt.Errorf("%s is already waiting on this request; calls may not loop", spec.Name)
+		return spoke.AppCallReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, c.Tool, fmt.Sprintf("%s is already waiting on this request; calls may not loop", spec.Name)))
 	}
 	if len(chain) >= b.h.opts.MaxCallDepth {
-		return spoke.AppCallReply{}, fmt.Errorf("apps may call each other at most %d deep", b.h.opts.MaxCallDepth)
+		return spoke.AppCallReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, c.Tool, fmt.Sprintf("apps may call each other at most %d deep", b.h.opts.MaxCallDepth)))
 	}
-	res, err := b.h.runApp(ctx, b.q, runSpec{app: spec.Name, function: f.Name, args: c.Args, caller: b.app, chain: chain})
+	planned := b.q.caps.planned(b.app, spec.Name)
+	switch {
+	case b.q.caps.consume(b.app, spec.Name, f.Name, args):
+		// Allowed when the model asked for exactly this call (admit).
+	case b.q.caps.canCall(b.app, spec.Name, f.Name):
+		if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: args, InPlan: planned, Irreversible: f.Irreversible}) {
+			return spoke.AppCallReply{}, fmt.Errorf("the user did not allow %s to use %s", b.app, spec.Name)
+		}
+	default:
+		if !b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: args}) {
+			return spoke.AppCallReply{}, fmt.Errorf("%s may not use %s: not part of the plan, and not allowed by the user", b.app, c.Tool)
+		}
+	}
+	res, err := b.h.runApp(ctx, b.q, runSpec{app: spec.Name, function: f.Name, args: args, caller: b.app, chain: chain})
 	if err != nil {
 		return spoke.AppCallReply{}, err
 	}
@@ -296,7 +359,10 @@ func (b *broker) AppendMemory(ctx context.Context, m spoke.MemoryAppend) error {
 	if b.app == "" {
 		return errNoAppDir
 	}
-	if err := b.h.store.AppendSpokeMemory(ctx, b.q.user, b.app, truncate(m.Content, maxMemoryContent)); err != nil {
+	err := b.h.whileCurrent(b.q, func() error {
+		return b.h.store.AppendSpokeMemory(ctx, b.q.user, b.app, truncate(m.Content, maxMemoryContent))
+	})
+	if err != nil {
 		return fmt.Errorf("failed to save memory: %w", err)
 	}
 	return nil

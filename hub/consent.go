@@ -54,6 +54,12 @@ type DataItem struct {
 	Value string `json:"value"`
 }
 
+// PlannedCall is one planned call of an app's function.
+type PlannedCall struct {
+	Function string          `json:"function"`
+	Args     json.RawMessage `json:"args"`
+}
+
 // ConsentRequest is one question to the user. The hub fills every field;
 // front ends render Summary and may show the details.
 type ConsentRequest struct {
@@ -65,13 +71,19 @@ type ConsentRequest struct {
 	App string `json:"app"`
 	// Caller is the app asking, for app-to-app requests; Source is the app
 	// whose result would be given away (collab).
-	Caller     string          `json:"caller,omitempty"`
-	Source     string          `json:"source,omitempty"`
-	AppVersion string          `json:"app_version"`
-	Function   string          `json:"function,omitempty"`
-	Args       json.RawMessage `json:"args,omitempty"`
-	Data       []DataItem      `json:"data,omitempty"`
-	Result     json.RawMessage `json:"result,omitempty"`
+	Caller     string `json:"caller,omitempty"`
+	Source     string `json:"source,omitempty"`
+	AppVersion string `json:"app_version"`
+	Function   string `json:"function,omitempty"`
+	// Args are the canonical bytes the app would receive: for exec, the
+	// call's arguments; for data, the arguments the shared values are in.
+	Args json.RawMessage `json:"args,omitempty"`
+	// Calls, for an exec request covering several planned calls of App, are
+	// each call with its arguments; Function then lists them and Args is
+	// empty.
+	Calls  []PlannedCall   `json:"calls,omitempty"`
+	Data   []DataItem      `json:"data,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
 	// InPlan is false for anything the plan did not name; Warning says so.
 	InPlan bool `json:"in_plan"`
 	// Irreversible is set when the function's effect cannot be undone: the
@@ -136,11 +148,7 @@ func (DenyAll) Ask(context.Context, ConsentRequest) (Decision, error) { return D
 func subject(req ConsentRequest) string {
 	switch {
 	case req.Category == CategoryData:
-		h := sha256.New()
-		for _, d := range req.Data {
-			fmt.Fprintf(h, "%s=%s\n", d.Field, d.Value)
-		}
-		return req.App + "#" + hex.EncodeToString(h.Sum(nil))[:16]
+		return req.App + "#" + dataFingerprint(req.Data)
 	case req.Category == CategoryCollab:
 		return req.Source + "->" + req.App
 	case req.Caller != "":
@@ -148,6 +156,25 @@ func subject(req ConsentRequest) string {
 	default:
 		return req.App
 	}
+}
+
+// dataFingerprint identifies exactly the data shown. JSON encodes each
+// field and value unambiguously, so no two lists of items share a
+// fingerprint by the way they are written down.
+func dataFingerprint(items []DataItem) string {
+	b, err := json.Marshal(items)
+	if err != nil {
+		// DataItem is two strings; Marshal cannot fail on it.
+		panic(fmt.Sprintf("hub: failed to encode data items: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// argsDigest identifies the canonical arguments a once-answer is bound to.
+func argsDigest(args json.RawMessage) string {
+	sum := sha256.Sum256(args)
+	return hex.EncodeToString(sum[:16])
 }
 
 // version binds a grant to every app it involves.
@@ -174,6 +201,13 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 	req.AppVersion = h.version(req.Caller, req.Source, req.App)
 	subj := subject(req)
 	onceKey := fmt.Sprintf("%s|%s|%s|%t", req.Category, subj, req.Function, req.InPlan)
+	if !req.InPlan && req.Category == CategoryExec {
+		// A call outside the plan is allowed for the arguments shown only.
+		onceKey += "|" + argsDigest(req.Args)
+	}
+	// An irreversible action is asked every time it runs: no earlier answer
+	// in this request stands for it.
+	remember := !req.Irreversible
 	if !req.InPlan && req.Warning == "" {
 		req.Warning = "This is not part of the plan for your request."
 	}
@@ -190,7 +224,7 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 		return d == DecisionOnce || d == DecisionSession || d == DecisionAlways
 	}
 
-	if q.onceGranted(onceKey) {
+	if remember && q.onceGranted(onceKey) {
 		return conclude(DecisionOnce, "request")
 	}
 	if !req.InPlan && req.Category != CategoryData && h.opts.OutOfPlan != OutOfPlanAsk {
@@ -215,6 +249,8 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || (err == nil && askCtx.Err() != nil):
 		d, source = DecisionDeny, "timeout"
+	case errors.Is(err, context.Canceled):
+		d, source = DecisionDeny, "cancelled"
 	case err != nil:
 		log.Warn().Err(err).Msg("Consent could not be asked; denying")
 		d, source = DecisionDeny, "error"
@@ -233,7 +269,7 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 			log.Error().Err(err).Msg("Failed to store grant")
 		}
 	}
-	if d == DecisionOnce || d == DecisionSession || d == DecisionAlways {
+	if remember && (d == DecisionOnce || d == DecisionSession || d == DecisionAlways) {
 		q.grantOnce(onceKey)
 	}
 	return conclude(d, source)
@@ -255,7 +291,9 @@ func (h *Hub) audit(ctx context.Context, q *query, req ConsentRequest, subj stri
 	}
 }
 
-// summarize says what the request means, in plain words.
+// summarize says what the request means, in plain words. Arguments,
+// results and data are shown whole, as the canonical bytes the app would
+// receive: a cut could hide the very part that matters.
 func summarize(req ConsentRequest) string {
 	var b strings.Builder
 	if req.Warning != "" {
@@ -263,15 +301,28 @@ func summarize(req ConsentRequest) string {
 	}
 	switch req.Category {
 	case CategoryExec:
-		if req.Caller != "" {
+		switch {
+		case len(req.Calls) > 0:
+			fmt.Fprintf(&b, "Run the app %q for %d calls:", req.App, len(req.Calls))
+			for i, c := range req.Calls {
+				sep := ";"
+				if i == len(req.Calls)-1 {
+					sep = "."
+				}
+				fmt.Fprintf(&b, " %s with %s%s", c.Function, showJSON(c.Args), sep)
+			}
+		case req.Caller != "":
 			fmt.Fprintf(&b, "The app %q asks to use the app %q (function %s) with %s.", req.Caller, req.App, req.Function, showJSON(req.Args))
-		} else {
+		default:
 			fmt.Fprintf(&b, "Run the app %q (function %s) with %s.", req.App, req.Function, showJSON(req.Args))
 		}
 	case CategoryData:
 		fmt.Fprintf(&b, "Share with the app %q data that you did not type in this request:", req.App)
 		for _, d := range req.Data {
 			fmt.Fprintf(&b, " %s = %q;", d.Field, d.Value)
+		}
+		if len(req.Args) > 0 {
+			fmt.Fprintf(&b, " It would receive exactly %s.", showJSON(req.Args))
 		}
 	case CategoryCollab:
 		fmt.Fprintf(&b, "Give the result of %q to the app %q: %s.", req.Source, req.App, showJSON(req.Result))
@@ -282,11 +333,12 @@ func summarize(req ConsentRequest) string {
 	return b.String()
 }
 
+// showJSON shows a canonical document as the bytes it is.
 func showJSON(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return "{}"
 	}
-	return truncate(compact(raw), 1500)
+	return string(raw)
 }
 
 func truncate(s string, n int) string {

@@ -4,8 +4,10 @@
 // user's memory and grants.
 //
 // The hub holds the only LLM client. It never runs app code (spokes do), never
-// shows the planner an app's output, never lets text from an app widen what
-// a request may do, and fails closed: an error while deciding is a denial.
+// shows the planner an app's output or an answer written from one, never
+// lets text from an app widen what a request may do, passes on every
+// checked document only in its canonical encoding, and fails closed: an
+// error while deciding is a denial.
 package hub
 
 import (
@@ -138,7 +140,7 @@ type Hub struct {
 	log     zerolog.Logger
 
 	userMu sync.Mutex
-	users  map[string]*sync.Mutex
+	users  map[string]*userState
 
 	egressMu    sync.Mutex
 	egressSlots map[string]chan struct{}
@@ -163,7 +165,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	}
 	return &Hub{
 		opts: opts, store: opts.Store, llm: opts.LLM, runner: opts.Runner,
-		catalog: cat, log: opts.Log, users: map[string]*sync.Mutex{}, egressSlots: map[string]chan struct{}{},
+		catalog: cat, log: opts.Log, users: map[string]*userState{}, egressSlots: map[string]chan struct{}{},
 	}, nil
 }
 
@@ -212,8 +214,10 @@ func userError(err error, format string, args ...any) *Error {
 // query is the state of one request.
 type query struct {
 	id, user, session, text string
-	consenter               Consenter
-	caps                    *capabilities
+	// epoch is the user's epoch when the query started (see userState).
+	epoch     uint64
+	consenter Consenter
+	caps      *capabilities
 
 	mu       sync.Mutex
 	once     map[string]bool
@@ -253,52 +257,134 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// lockUser serialises session changes for one user.
-func (h *Hub) lockUser(user string) func() {
+// errSessionEnded refuses work of a query whose session was ended, or
+// whose user's memory was erased, while it ran.
+var errSessionEnded = errors.New("your session ended or your memory was erased while this request ran")
+
+// userState serialises one user's session changes and fences off the
+// queries that started before one. Each end of a session and each erasure
+// of memory is a new epoch: a query keeps the epoch it started in, and may
+// start a spoke or write the user's memory only while that is still the
+// user's epoch (see whileCurrent). Forget and Reset cancel the older
+// queries and wait until none of them is inside such work before they stop
+// the user's spokes and change the store, so no spoke of an ended session
+// outlives the change and no erased memory is written again.
+type userState struct {
+	mu sync.Mutex
+	// changed is signalled when busy falls or an end completes.
+	changed *sync.Cond
+	epoch   uint64
+	// ending is set while an end waits for busy to fall to zero; lock waits
+	// it out, so no new query starts meanwhile.
+	ending bool
+	// busy counts the spoke runs and memory writes under way.
+	busy int
+	// cancels ends each running query, by query ID.
+	cancels map[string]context.CancelFunc
+}
+
+// userState returns the user's state, created on first use.
+func (h *Hub) userState(user string) *userState {
 	h.userMu.Lock()
-	mu, ok := h.users[user]
+	defer h.userMu.Unlock()
+	st, ok := h.users[user]
 	if !ok {
-		mu = &sync.Mutex{}
-		h.users[user] = mu
+		st = &userState{cancels: map[string]context.CancelFunc{}}
+		st.changed = sync.NewCond(&st.mu)
+		h.users[user] = st
 	}
-	h.userMu.Unlock()
-	mu.Lock()
-	return mu.Unlock
+	return st
+}
+
+// lock takes the user's lock once no end is under way.
+func (st *userState) lock() {
+	st.mu.Lock()
+	for st.ending {
+		st.changed.Wait()
+	}
+}
+
+// endEpoch starts a new epoch for the user: it cancels the queries of the
+// old one, waits until none is starting a spoke or writing memory, and
+// stops the user's spokes. st.mu must be held; it is released while waiting.
+func (h *Hub) endEpoch(st *userState, user string) {
+	st.epoch++
+	st.ending = true
+	for _, cancel := range st.cancels {
+		cancel()
+	}
+	for st.busy > 0 {
+		st.changed.Wait()
+	}
+	h.runner.StopUser(user)
+	st.ending = false
+	st.changed.Broadcast()
+}
+
+// whileCurrent runs fn, which starts spokes or writes the user's memory,
+// only if q's epoch is still the user's; an end of the epoch waits for it.
+func (h *Hub) whileCurrent(q *query, fn func() error) error {
+	st := h.userState(q.user)
+	st.mu.Lock()
+	if st.epoch != q.epoch {
+		st.mu.Unlock()
+		return errSessionEnded
+	}
+	st.busy++
+	st.mu.Unlock()
+	defer func() {
+		st.mu.Lock()
+		st.busy--
+		st.changed.Broadcast()
+		st.mu.Unlock()
+	}()
+	return fn()
 }
 
 // session returns the user's active session, starting one if there is none
-// or the last one has been idle too long.
-func (h *Hub) session(ctx context.Context, user string) (string, error) {
-	unlock := h.lockUser(user)
-	defer unlock()
-	s, ok, err := h.store.ActiveSession(ctx, user)
+// or the last one has been idle too long, and registers q, whose epoch it
+// sets, to be cancelled when the epoch ends.
+func (h *Hub) session(ctx context.Context, q *query, cancel context.CancelFunc) (string, error) {
+	st := h.userState(q.user)
+	st.lock()
+	defer st.mu.Unlock()
+	s, ok, err := h.store.ActiveSession(ctx, q.user)
 	if err != nil {
 		return "", fmt.Errorf("failed to read session: %w", err)
 	}
-	if ok && time.Since(s.LastActive) < h.opts.SessionIdle {
-		if err := h.store.TouchSession(ctx, s.ID); err != nil {
-			return "", fmt.Errorf("failed to touch session: %w", err)
+	if !ok || time.Since(s.LastActive) >= h.opts.SessionIdle {
+		if ok {
+			h.endEpoch(st, q.user)
+			if err := h.store.EndSession(ctx, s.ID, "idle"); err != nil {
+				return "", fmt.Errorf("failed to end idle session: %w", err)
+			}
 		}
-		return s.ID, nil
-	}
-	if ok {
-		if err := h.store.EndSession(ctx, s.ID, "idle"); err != nil {
-			return "", fmt.Errorf("failed to end idle session: %w", err)
+		if s, err = h.store.StartSession(ctx, q.user); err != nil {
+			return "", fmt.Errorf("failed to start session: %w", err)
 		}
-		h.runner.StopUser(user)
+	} else if err := h.store.TouchSession(ctx, s.ID); err != nil {
+		return "", fmt.Errorf("failed to touch session: %w", err)
 	}
-	s, err = h.store.StartSession(ctx, user)
-	if err != nil {
-		return "", fmt.Errorf("failed to start session: %w", err)
-	}
+	q.epoch = st.epoch
+	st.cancels[q.id] = cancel
 	return s.ID, nil
 }
 
-// Reset ends the user's session: session grants end and the user's spokes stop.
+// done unregisters a finished query.
+func (h *Hub) done(q *query) {
+	st := h.userState(q.user)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.cancels, q.id)
+}
+
+// Reset ends the user's session: session grants end, the user's spokes stop,
+// and queries still running are cancelled and can start no spoke.
 func (h *Hub) Reset(ctx context.Context, user string) error {
-	unlock := h.lockUser(user)
-	defer unlock()
-	h.runner.StopUser(user)
+	st := h.userState(user)
+	st.lock()
+	defer st.mu.Unlock()
+	h.endEpoch(st, user)
 	s, ok, err := h.store.ActiveSession(ctx, user)
 	if err != nil {
 		return fmt.Errorf("failed to read session: %w", err)
@@ -312,7 +398,13 @@ func (h *Hub) Reset(ctx context.Context, user string) error {
 }
 
 // Forget erases the user's hub memory and every app's memory of the user.
+// The user's spokes, which hold app memory, stop; queries still running are
+// cancelled and can write nothing back.
 func (h *Hub) Forget(ctx context.Context, user string) error {
+	st := h.userState(user)
+	st.lock()
+	defer st.mu.Unlock()
+	h.endEpoch(st, user)
 	if err := h.store.ForgetUser(ctx, user); err != nil {
 		return fmt.Errorf("failed to forget user: %w", err)
 	}
@@ -350,19 +442,18 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 	if len(text) == 0 {
 		return nil, userError(nil, "your message is empty")
 	}
-	sess, err := h.session(ctx, req.User)
-	if err != nil {
-		return nil, userError(err, "I could not open your session")
-	}
-	q := &query{
-		id: randomID(), user: req.User, session: sess, text: text,
-		consenter: req.Consenter, once: map[string]bool{},
-	}
+	q := &query{id: randomID(), user: req.User, text: text, consenter: req.Consenter, once: map[string]bool{}}
 	q.record = &Record{QueryID: q.id, User: q.user, Query: text}
 	log := h.log.With().Str("user", q.user).Str("query_id", q.id).Logger()
 	ctx = log.WithContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, h.opts.RequestTimeout)
 	defer cancel()
+	sess, err := h.session(ctx, q, cancel)
+	if err != nil {
+		return nil, userError(err, "I could not open your session")
+	}
+	defer h.done(q)
+	q.session = sess
 	start := time.Now()
 
 	history, err := h.store.HubMemory(ctx, q.user, h.opts.HistoryEntries)
@@ -378,16 +469,20 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 		}
 		return &Reply{Record: q.record}, describeLLMError(err, "I could not plan your request")
 	}
-	q.record.Plan = &plan
+	plan, dropped := followNamedApps(plan, h.catalog.namedApps(text))
+	q.record.Plan, q.record.Dropped = &plan, dropped
 	q.caps = newCapabilities(plan)
-	log.Info().Int("steps", len(plan.Steps)).Msg("Planned request")
+	log.Info().Int("steps", len(plan.Steps)).Int("dropped", len(dropped)).Msg("Planned request")
 
 	answer, err := h.execute(ctx, q, plan, history)
 	if err != nil {
 		q.record.Error = err.Error()
 		return &Reply{Record: q.record}, err
 	}
-	if err := h.store.RecordTurn(ctx, q.user, text, answer); err != nil {
+	answer += droppedNote(dropped)
+	err = h.whileCurrent(q, func() error { return h.store.RecordTurn(ctx, q.user, text, answer) })
+	if err != nil {
+		q.record.Error = err.Error()
 		return &Reply{Record: q.record}, userError(err, "I could not save this conversation turn")
 	}
 	q.record.Answer = answer
@@ -422,10 +517,13 @@ func historyMessages(entries []store.MemoryEntry) []llm.Message {
 
 // Record is the machine-readable account of one query.
 type Record struct {
-	QueryID    string          `json:"query_id"`
-	User       string          `json:"user"`
-	Query      string          `json:"query"`
-	Plan       *Plan           `json:"plan,omitempty"`
+	QueryID string `json:"query_id"`
+	User    string `json:"user"`
+	Query   string `json:"query"`
+	Plan    *Plan  `json:"plan,omitempty"`
+	// Dropped are the planner's steps for apps the query did not name,
+	// which did not run.
+	Dropped    []PlanStep      `json:"dropped,omitempty"`
 	Consents   []ConsentRecord `json:"consents"`
 	Calls      []CallRecord    `json:"calls"`
 	Spokes     []SpokeRecord   `json:"spokes"`
@@ -443,6 +541,7 @@ type ConsentRecord struct {
 	Caller   string          `json:"caller,omitempty"`
 	Function string          `json:"function,omitempty"`
 	Args     json.RawMessage `json:"args,omitempty"`
+	Calls    []PlannedCall   `json:"calls,omitempty"`
 	Data     []DataItem      `json:"data,omitempty"`
 	Result   json.RawMessage `json:"result,omitempty"`
 	InPlan   bool            `json:"in_plan"`
@@ -477,7 +576,7 @@ func (q *query) recordConsent(req ConsentRequest, subj string, d Decision, sourc
 	defer q.mu.Unlock()
 	q.record.Consents = append(q.record.Consents, ConsentRecord{
 		Category: req.Category, Subject: subj, App: req.App, Caller: req.Caller, Function: req.Function,
-		Args: req.Args, Data: req.Data, Result: req.Result, InPlan: req.InPlan, Decision: d, Source: source,
+		Args: req.Args, Calls: req.Calls, Data: req.Data, Result: req.Result, InPlan: req.InPlan, Decision: d, Source: source,
 	})
 }
 
@@ -496,4 +595,11 @@ func (q *query) recordSpoke(app string, info spoke.Info) {
 		}
 	}
 	q.record.Spokes = append(q.record.Spokes, SpokeRecord{App: app, PID: info.PID, Cold: info.Cold})
+}
+
+// recordRefusal records a refusal the broker made without asking.
+func (q *query) recordRefusal(c ConsentRecord) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.record.Consents = append(q.record.Consents, c)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/rs/zerolog"
 
@@ -48,6 +49,14 @@ func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.
 	for _, app := range planApps(steps) {
 		if !h.decide(ctx, q, h.execRequest(q, steps, app)) {
 			denied[app] = true
+			continue
+		}
+		// The user saw each irreversible step's arguments: that is one run
+		// with exactly those, and nothing more (see broker.admit).
+		for _, s := range steps {
+			if s.App == app && h.catalog.irreversible(app, s.Function) {
+				q.caps.approve("", app, s.Function, s.Args)
+			}
 		}
 	}
 	outcomes := h.runSteps(ctx, q, steps, denied)
@@ -82,6 +91,75 @@ func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.
 	return answer, nil
 }
 
+// namedApps returns the installed apps the query names. A name counts as a
+// whole word, compared case-insensitively, where a word is a run of
+// letters, digits and underscores, the characters app names are made of:
+// "metro_hail's" and "Use EMAIL." name metro_hail and email; "emails" and
+// "metro_hailing" name nothing.
+func (c *catalog) namedApps(query string) map[string]bool {
+	named := map[string]bool{}
+	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_'
+	})
+	for _, w := range words {
+		if _, ok := c.specs[w]; ok {
+			named[w] = true
+		}
+	}
+	return named
+}
+
+// followNamedApps enforces the user's explicit choice of apps (DESIGN §9):
+// when the query names installed apps, steps of any other app are dropped,
+// and so is every step that waits on a dropped one. The planner read
+// third-party text (app descriptions, the user's history), so a step for an
+// app the user did not name is what an injection looks like, whatever the
+// planner's reasons.
+func followNamedApps(p Plan, named map[string]bool) (Plan, []PlanStep) {
+	if len(named) == 0 {
+		return p, nil
+	}
+	gone := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for _, s := range p.Steps {
+			if gone[s.ID] {
+				continue
+			}
+			drop := !named[s.App]
+			for _, d := range s.deps() {
+				drop = drop || gone[d]
+			}
+			if drop {
+				gone[s.ID], changed = true, true
+			}
+		}
+	}
+	kept := Plan{Steps: []PlanStep{}}
+	var dropped []PlanStep
+	for _, s := range p.Steps {
+		if gone[s.ID] {
+			dropped = append(dropped, s)
+		} else {
+			kept.Steps = append(kept.Steps, s)
+		}
+	}
+	return kept, dropped
+}
+
+// droppedNote tells the user, in the hub's own words, which planned calls
+// did not run because the query named other apps.
+func droppedNote(dropped []PlanStep) string {
+	if len(dropped) == 0 {
+		return ""
+	}
+	var calls []string
+	for _, s := range dropped {
+		calls = append(calls, s.App+"."+s.Function)
+	}
+	return fmt.Sprintf("\n\n(secgpt: not run, because your message named other apps: %s.)", strings.Join(calls, ", "))
+}
+
 // planApps lists the plan's apps in order of first use.
 func planApps(steps []PlanStep) []string {
 	var out []string
@@ -95,23 +173,23 @@ func planApps(steps []PlanStep) []string {
 	return out
 }
 
-// execRequest asks to run app for every step of the plan that uses it.
+// execRequest asks to run app for every step of the plan that uses it,
+// showing each step's function and arguments.
 func (h *Hub) execRequest(q *query, steps []PlanStep, app string) ConsentRequest {
+	req := ConsentRequest{Category: CategoryExec, App: app, InPlan: true}
 	var fns []string
-	var args json.RawMessage
-	irreversible := false
 	for _, s := range steps {
 		if s.App == app {
 			fns = append(fns, s.Function)
-			irreversible = irreversible || h.catalog.irreversible(app, s.Function)
-			if args == nil {
-				args = s.Args
-			}
+			req.Calls = append(req.Calls, PlannedCall{Function: s.Function, Args: s.Args})
+			req.Irreversible = req.Irreversible || h.catalog.irreversible(app, s.Function)
 		}
 	}
-	req := ConsentRequest{Category: CategoryExec, App: app, Function: strings.Join(fns, ", "), Args: args, InPlan: true, Irreversible: irreversible}
+	req.Function = strings.Join(fns, ", ")
+	if len(req.Calls) == 1 {
+		req.Args, req.Calls = req.Calls[0].Args, nil
+	}
 	if len(steps) == 1 {
-		req.Warning = ""
 		req.Data = []DataItem{{Field: "your request", Value: q.text}}
 	}
 	return req
@@ -122,19 +200,19 @@ func (h *Hub) execRequest(q *query, steps []PlanStep, app string) ConsentRequest
 func (h *Hub) checkProvenance(ctx context.Context, q *query, s *PlanStep) {
 	spec, _ := h.catalog.spec(s.App)
 	fn, _ := spec.Function(s.Function)
-	items := foreignValues(s.Args, fn.Request, q.text)
+	items, tops := foreignValues(s.Args, fn.Request, q.text)
 	if len(items) == 0 {
 		return
 	}
 	req := ConsentRequest{
-		Category: CategoryData, App: s.App, Function: s.Function, Data: items,
+		Category: CategoryData, App: s.App, Function: s.Function, Data: items, Args: s.Args,
 		Warning: "These values were not in your request: they come from your conversation history or were added by the planner.",
 	}
 	if h.decide(ctx, q, req) {
 		return
 	}
-	zerolog.Ctx(ctx).Info().Str("app", s.App).Strs("args", topArgs(items)).Msg("Removed arguments the user did not allow to share")
-	s.Args = withoutArgs(s.Args, items)
+	zerolog.Ctx(ctx).Info().Str("app", s.App).Strs("args", tops).Msg("Removed arguments the user did not allow to share")
+	s.Args = withoutArgs(s.Args, tops)
 }
 
 // runSteps runs the plan: each step once its dependencies are done,
@@ -195,6 +273,15 @@ func (h *Hub) runPlanStep(ctx context.Context, q *query, s PlanStep, answer bool
 			return stepOutcome{err: err}
 		}
 	}
+	spec, _ := h.catalog.spec(s.App)
+	if fn, _ := spec.Function(s.Function); fn.Irreversible && apps.ValidateDocument(fn.Request, args) == nil {
+		// Complete arguments: the spoke runs the step itself, without a model
+		// call the broker could check, so the step's one approved run is
+		// spent here.
+		if !q.caps.consume("", s.App, s.Function, s.Args) {
+			return stepOutcome{err: userError(nil, "%s.%s was not run: it cannot be undone and its approval was already used", s.App, s.Function)}
+		}
+	}
 	res, err := h.runApp(ctx, q, runSpec{step: s.ID, app: s.App, function: s.Function, args: args, answer: answer})
 	if err != nil {
 		return stepOutcome{err: err}
@@ -206,9 +293,9 @@ func (h *Hub) runPlanStep(ctx context.Context, q *query, s PlanStep, answer bool
 // arguments. Each source app's result going to this app is a collab consent
 // showing exactly the values copied.
 func (h *Hub) fillInputs(ctx context.Context, q *query, s PlanStep, wait func(string) (stepOutcome, bool), stepApps map[string]string) (json.RawMessage, error) {
-	var args map[string]json.RawMessage
-	if err := json.Unmarshal(s.Args, &args); err != nil {
-		args = map[string]json.RawMessage{}
+	args, err := decodeObject(s.Args)
+	if err != nil {
+		return nil, userError(err, "%s's arguments could not be read", s.App)
 	}
 	bySource := map[string]map[string]json.RawMessage{}
 	for _, arg := range sortedKeys(s.InputsFrom) {
@@ -225,25 +312,51 @@ func (h *Hub) fillInputs(ctx context.Context, q *query, s PlanStep, wait func(st
 		args[arg] = v
 	}
 	for _, from := range sortedKeys(bySource) {
-		shown, _ := json.Marshal(bySource[from])
+		shown, err := canonicalJSON(bySource[from])
+		if err != nil {
+			return nil, err
+		}
 		if !h.decide(ctx, q, ConsentRequest{Category: CategoryCollab, App: s.App, Source: stepApps[from], Function: s.Function, Result: shown, InPlan: true}) {
 			return nil, userError(nil, "you did not allow %s's result to go to %s", stepApps[from], s.App)
 		}
 	}
-	b, err := json.Marshal(args)
+	return canonicalJSON(args)
+}
+
+// canonicalJSON encodes v in the canonical form every boundary passes on.
+func canonicalJSON(v any) (json.RawMessage, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode arguments: %w", err)
 	}
-	return b, nil
+	canon, err := apps.Canonical(b)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode arguments: %w", err)
+	}
+	return canon, nil
+}
+
+// decodeObject reads a JSON object strictly: a duplicate key, which
+// readers resolve differently, is an error, never a choice.
+func decodeObject(raw json.RawMessage) (map[string]json.RawMessage, error) {
+	canon, err := apps.Canonical(raw)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(canon, &obj); err != nil || obj == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return obj, nil
 }
 
 // fieldValue reads a dotted path from a JSON object.
 func fieldValue(doc json.RawMessage, path string) (json.RawMessage, error) {
 	cur := doc
 	for _, part := range strings.Split(path, ".") {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(cur, &obj); err != nil {
-			return nil, fmt.Errorf("not an object at %q", part)
+		obj, err := decodeObject(cur)
+		if err != nil {
+			return nil, fmt.Errorf("not an object at %q: %w", part, err)
 		}
 		v, ok := obj[part]
 		if !ok {
@@ -279,14 +392,16 @@ func (h *Hub) runApp(ctx context.Context, q *query, r runSpec) (spoke.Result, er
 	res, info, err := h.run(ctx, q, r.app, step, &broker{h: h, q: q, app: r.app, chain: r.chain})
 	call := CallRecord{Step: r.step, App: r.app, Function: r.function, Caller: r.caller, Args: r.args, SpokePID: info.PID, Source: "hub"}
 	if err == nil && res.Output != nil {
-		if verr := apps.ValidateDocument(fn.Response, res.Output); verr != nil {
+		// Only the canonical encoding of the checked value goes on: bytes the
+		// validator read one way (a duplicate key's last value) must not
+		// reach a reader that takes them another way.
+		out, verr := apps.CanonicalDocument(fn.Response, res.Output)
+		if verr != nil {
 			zerolog.Ctx(ctx).Warn().Err(verr).Str("app", r.app).Msg("Discarded a result that does not match its schema")
-			res.Output = nil
+			out = nil
 			err = userError(verr, "%s returned a result that does not match its declared format, so it was discarded", r.app)
 		}
-	}
-	if err == nil && res.Output != nil {
-		res.Output = compactJSON(res.Output)
+		res.Output = out
 	}
 	if err == nil && res.Output == nil {
 		if !r.answer {
@@ -304,7 +419,7 @@ func (h *Hub) runApp(ctx context.Context, q *query, r runSpec) (spoke.Result, er
 	q.recordCall(call)
 	for _, c := range res.Calls {
 		appName, fnName, _ := apps.SplitToolName(c.Tool)
-		if appName == r.app && fnName == r.function && bytes.Equal(compactJSON(c.Args), compactJSON(r.args)) && c.Error == "" {
+		if appName == r.app && fnName == r.function && sameJSON(c.Args, r.args) && c.Error == "" {
 			continue // the planned call itself, recorded above
 		}
 		q.recordCall(CallRecord{Step: r.step, App: appName, Function: fnName, Caller: r.app, Args: c.Args, Result: c.Result, Error: c.Error, SpokePID: info.PID, Source: "spoke"})
@@ -325,7 +440,16 @@ func (h *Hub) answerVanilla(ctx context.Context, q *query, step spoke.Step) (str
 // run runs a step on the spoke of (user, app, session), turning faults
 // into messages that name the app.
 func (h *Hub) run(ctx context.Context, q *query, app string, step spoke.Step, b *broker) (spoke.Result, spoke.Info, error) {
-	res, info, err := h.runner.Run(ctx, spoke.Key{User: q.user, App: app, Session: q.session}, step, b)
+	var res spoke.Result
+	var info spoke.Info
+	err := h.whileCurrent(q, func() error {
+		var err error
+		res, info, err = h.runner.Run(ctx, spoke.Key{User: q.user, App: app, Session: q.session}, step, b)
+		return err
+	})
+	if errors.Is(err, errSessionEnded) {
+		return res, info, userError(err, "%s was not run", appLabel(app))
+	}
 	if info.PID != 0 {
 		name := app
 		if name == "" {
@@ -359,10 +483,12 @@ func appLabel(app string) string {
 	return app
 }
 
-func compactJSON(raw json.RawMessage) json.RawMessage {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return raw
+// sameJSON reports whether two documents have one canonical encoding.
+func sameJSON(a, b json.RawMessage) bool {
+	ca, err := apps.Canonical(a)
+	if err != nil {
+		return false
 	}
-	return buf.Bytes()
+	cb, err := apps.Canonical(b)
+	return err == nil && bytes.Equal(ca, cb)
 }

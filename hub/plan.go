@@ -44,7 +44,14 @@ func planErrorf(format string, args ...any) error {
 
 // parsePlan strictly parses and validates a plan against the installed apps.
 func parsePlan(b []byte, catalog *catalog, maxSteps int) (Plan, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
+	// The plan is decoded from its canonical form, so each step's arguments
+	// are canonical bytes: what the provenance check reads, what the consent
+	// shows and what the app receives are one value.
+	canon, err := apps.Canonical(b)
+	if err != nil {
+		return Plan{}, planErrorf("not a plan object: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(canon))
 	dec.DisallowUnknownFields()
 	var p Plan
 	if err := dec.Decode(&p); err != nil {
@@ -169,17 +176,22 @@ func findCycle(p Plan) string {
 	return ""
 }
 
-// capabilities is what one query may do: the plan, plus what the user
-// granted during the query for requests outside it.
+// capabilities is what one query may do: the plan, plus single-use
+// approvals the user gave during the query, each bound to the exact
+// arguments it showed.
 type capabilities struct {
 	mu    sync.Mutex
 	exec  map[string]bool    // "app.function"
-	calls map[[2]string]bool // {caller app, callee "app.function"}
 	pairs map[[2]string]bool // planned app pairs, either direction
+	// approved counts unused approvals by approvalKey.
+	approved map[string]int
+	// probes are {caller, "app.function"} pairs the user allowed outside
+	// the plan for some arguments; the callee's schemas may be given.
+	probes map[[2]string]bool
 }
 
 func newCapabilities(p Plan) *capabilities {
-	c := &capabilities{exec: map[string]bool{}, calls: map[[2]string]bool{}, pairs: map[[2]string]bool{}}
+	c := &capabilities{exec: map[string]bool{}, pairs: map[[2]string]bool{}, approved: map[string]int{}, probes: map[[2]string]bool{}}
 	byID := map[string]PlanStep{}
 	for _, s := range p.Steps {
 		c.exec[s.App+"."+s.Function] = true
@@ -203,14 +215,18 @@ func (c *capabilities) canExec(app, fn string) bool {
 	return c.exec[app+"."+fn]
 }
 
-// canCall reports whether caller may ask for callee's function fn.
+// canCall reports whether the plan lets caller ask for callee's function fn.
 func (c *capabilities) canCall(caller, callee, fn string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.calls[[2]string{caller, callee + "." + fn}] {
-		return true
-	}
 	return c.pairs[[2]string{caller, callee}] && c.exec[callee+"."+fn]
+}
+
+// canProbe reports whether caller may learn the schemas of callee's fn.
+func (c *capabilities) canProbe(caller, callee, fn string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.probes[[2]string{caller, callee + "." + fn}] || c.pairs[[2]string{caller, callee}] && c.exec[callee+"."+fn]
 }
 
 func (c *capabilities) planned(caller, callee string) bool {
@@ -219,14 +235,31 @@ func (c *capabilities) planned(caller, callee string) bool {
 	return c.pairs[[2]string{caller, callee}]
 }
 
-func (c *capabilities) grantExec(app, fn string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.exec[app+"."+fn] = true
+// approvalKey names one call: who asks ("" for a plan step), what runs,
+// and the canonical arguments the user was shown.
+func approvalKey(caller, app, fn string, args json.RawMessage) string {
+	return caller + "\x00" + app + "." + fn + "\x00" + string(args)
 }
 
-func (c *capabilities) grantCall(caller, callee, fn string) {
+// approve records that the user allowed one run of app's fn with exactly
+// args, asked by caller.
+func (c *capabilities) approve(caller, app, fn string, args json.RawMessage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls[[2]string{caller, callee + "." + fn}] = true
+	c.approved[approvalKey(caller, app, fn, args)]++
+	if caller != "" {
+		c.probes[[2]string{caller, app + "." + fn}] = true
+	}
+}
+
+// consume uses up one approval of exactly this call, if there is one.
+func (c *capabilities) consume(caller, app, fn string, args json.RawMessage) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := approvalKey(caller, app, fn, args)
+	if c.approved[k] == 0 {
+		return false
+	}
+	c.approved[k]--
+	return true
 }

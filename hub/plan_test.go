@@ -3,6 +3,7 @@ package hub
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -64,7 +65,10 @@ func TestParsePlan(t *testing.T) {
 		{"input from itself", `{"steps":[{"id":"s1","app":"metro_hail","function":"book","args":{},"inputs_from":{"fare":"s1.fare"}}]}`, "not another step's result"},
 		{"annotation app with another step", `{"steps":[{"id":"s1","app":"muse","function":"respond","args":{}},{"id":"s2","app":"metro_hail","function":"estimate_fare","args":{}}]}`, "must be the only step"},
 		{"too many steps", `{"steps":[` + strings.Repeat(`{"id":"x","app":"metro_hail","function":"estimate_fare","args":{}},`, 8) + `{"id":"y","app":"metro_hail","function":"estimate_fare","args":{}}]}`, "at most 8"},
-		{"trailing data", `{"steps":[]} {"steps":[]}`, "trailing data"},
+		{"trailing data", `{"steps":[]} {"steps":[]}`, "not a single JSON value"},
+		{"duplicate key in args", `{"steps":[{"id":"s1","app":"metro_hail","function":"estimate_fare","args":{"start_point":"A","start_point":"B"}}]}`, `duplicate object key "start_point"`},
+		{"duplicate key in a step", `{"steps":[{"id":"s1","app":"metro_hail","app":"quick_ride","function":"estimate_fare","args":{}}]}`, `duplicate object key "app"`},
+		{"keys differing only in case", `{"steps":[{"id":"s1","app":"metro_hail","function":"estimate_fare","args":{"end_point":"A","END_POINT":"B"}}]}`, `duplicate object key "END_POINT"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,33 +140,77 @@ func TestCapabilities(t *testing.T) {
 			t.Errorf("%s: got %t, want %t", tt.name, tt.got, tt.want)
 		}
 	}
-	c.grantCall("quick_ride", "metro_hail", "estimate_fare")
-	if !c.canCall("quick_ride", "metro_hail", "estimate_fare") || c.canCall("quick_ride", "metro_hail", "book") {
-		t.Error("a one-off grant must cover exactly the function granted")
+	// An approval given outside the plan covers one run of exactly the
+	// function and arguments the user saw.
+	args := json.RawMessage(`{"start_point":"A","end_point":"B"}`)
+	c.approve("quick_ride", "metro_hail", "estimate_fare", args)
+	if !c.canProbe("quick_ride", "metro_hail", "estimate_fare") || c.canProbe("quick_ride", "metro_hail", "book") {
+		t.Error("an approval must let the caller learn exactly the approved function's schemas")
+	}
+	if c.canCall("quick_ride", "metro_hail", "estimate_fare") {
+		t.Error("an approval outside the plan must not widen the plan")
+	}
+	if c.consume("quick_ride", "metro_hail", "estimate_fare", json.RawMessage(`{"start_point":"A","end_point":"C"}`)) {
+		t.Error("an approval covered arguments the user never saw")
+	}
+	if !c.consume("quick_ride", "metro_hail", "estimate_fare", args) {
+		t.Error("the approved call was not admitted")
+	}
+	if c.consume("quick_ride", "metro_hail", "estimate_fare", args) {
+		t.Error("an approval was used twice")
 	}
 }
 
 func TestForeignValues(t *testing.T) {
-	schema := json.RawMessage(`{"type":"object","properties":{
+	schema := `{"type":"object","properties":{
 		"origin":{"type":"string"},"notes":{"type":"string"},"class":{"type":"string","enum":["economy","business"]},
-		"seats":{"type":"integer"},"window":{"type":"boolean"},"meta":{"type":"object","properties":{"code":{"type":"string"}}}}}`)
+		"seats":{"type":"integer"},"window":{"type":"boolean"},"meta":{"type":"object","properties":{"code":{"type":"string"}}},
+		"bits":{"type":"array","items":{"type":"boolean"}},
+		"nibbles":{"type":"array","items":{"enum":["0","1","2","3","4","5","6","7","8","9","a","b","c","d","e","f"]}},
+		"letters":{"type":"array","items":{"type":"string"}}}}`
+	var flags []string
+	var flagArgs []string
+	for i := 1; i <= maxExemptValues+2; i++ {
+		flags = append(flags, fmt.Sprintf(`"f%02d":{"type":"boolean"}`, i))
+		flagArgs = append(flagArgs, fmt.Sprintf(`"f%02d":true`, i))
+	}
+	flagSchema := `{"type":"object","properties":{` + strings.Join(flags, ",") + `}}`
+	fareSchema := `{"type":"object","properties":{"start_point":{"type":"string"},"end_point":{"type":"string"}}}`
 	query := "Book a flight from 'Irvine' to Paris for 2 people"
 	tests := []struct {
-		name string
-		args string
-		want []string // fields flagged
+		name   string
+		schema string // default: schema
+		query  string // default: query
+		args   string
+		want   []string // fields flagged
 	}{
-		{"all from the query", `{"origin":"irvine","seats":2}`, nil},
-		{"value from memory", `{"origin":"Irvine","notes":"asthma, heart surgery"}`, []string{"notes"}},
-		{"enum choices and booleans are not data", `{"class":"business","window":true}`, nil},
-		{"enum value outside the enum is data", `{"class":"first"}`, []string{"class"}},
-		{"number not in the query", `{"seats":19800520}`, []string{"seats"}},
-		{"nested", `{"meta":{"code":"DOB 1980-05-20"}}`, []string{"meta.code"}},
-		{"whitespace and case do not hide a match", `{"origin":"  IRVINE "}`, nil},
+		{name: "all from the query", args: `{"origin":"irvine","seats":2}`},
+		{name: "value from memory", args: `{"origin":"Irvine","notes":"asthma, heart surgery"}`, want: []string{"notes"}},
+		{name: "enum choices and booleans are not data", args: `{"class":"business","window":true}`},
+		{name: "enum value outside the enum is data", args: `{"class":"first"}`, want: []string{"class"}},
+		{name: "number not in the query", args: `{"seats":19800520}`, want: []string{"seats"}},
+		{name: "nested", args: `{"meta":{"code":"DOB 1980-05-20"}}`, want: []string{"meta.code"}},
+		{name: "whitespace and case do not hide a match", args: `{"origin":"  IRVINE "}`},
+		{name: "a span of the query's words", args: `{"notes":"Paris for 2"}`},
+		{name: "part of a query word is data", args: `{"origin":"rvin","notes":"Pari"}`, want: []string{"notes", "origin"}},
+		{name: "booleans in an array spell data", args: `{"bits":[true,false]}`, want: []string{"bits[0]", "bits[1]"}},
+		{name: "enum members in an array spell data", args: `{"nibbles":["1","9"]}`, want: []string{"nibbles[0]", "nibbles[1]"}},
+		{name: "letters that are not query words spell data", args: `{"letters":["a","s"]}`, want: []string{"letters[1]"}},
+		{name: "undeclared member names are data", args: `{"meta":{"dob_1980_05_20":true}}`, want: []string{"meta.dob_1980_05_20 (name)"}},
+		{name: "exempt values are bounded", schema: flagSchema, args: "{" + strings.Join(flagArgs, ",") + "}", want: []string{"f09", "f10"}},
+		{name: "duplicate keys are refused whole", args: `{"notes":"heart surgery","notes":"Paris"}`, want: []string{"(arguments)"}},
+		{name: "the fare case study needs no consent", schema: fareSchema, query: fareQuery, args: `{"start_point":"Main Street","end_point":"Elm Avenue"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			items := foreignValues(json.RawMessage(tt.args), schema, query)
+			sc, q := tt.schema, tt.query
+			if sc == "" {
+				sc = schema
+			}
+			if q == "" {
+				q = query
+			}
+			items, _ := foreignValues(json.RawMessage(tt.args), json.RawMessage(sc), q)
 			var got []string
 			for _, it := range items {
 				got = append(got, it.Field)
@@ -172,11 +220,15 @@ func TestForeignValues(t *testing.T) {
 			}
 		})
 	}
-	stripped := withoutArgs(json.RawMessage(`{"origin":"Irvine","meta":{"code":"x"}}`), []DataItem{{Field: "meta.code"}})
-	if string(stripped) != `{"origin":"Irvine"}` {
-		t.Fatalf("withoutArgs() = %s", stripped)
+	items, tops := foreignValues(json.RawMessage(`{"origin":"Irvine","meta":{"code":"x"}}`), json.RawMessage(schema), query)
+	stripped := withoutArgs(json.RawMessage(`{"origin":"Irvine","meta":{"code":"x"}}`), tops)
+	if len(items) != 1 || string(stripped) != `{"origin":"Irvine"}` {
+		t.Fatalf("withoutArgs() = %s after %+v", stripped, items)
 	}
 }
+
+// fareQuery is the app-compromise case study's query.
+const fareQuery = "Could you please use both metro_hail and quick_ride to calculate the fares for a trip from 'Main Street' to 'Elm Avenue'? Compare the fares and select the cheaper option."
 
 func TestPlanSchemaHasNoThirdPartyProse(t *testing.T) {
 	cat := testCatalog(t)

@@ -5,49 +5,76 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/secgpt/secgpt/apps"
 )
 
 // maxExemptEnum bounds the enums whose values count as the app's own
 // choices rather than user data: a large enum could encode data.
 const maxExemptEnum = 16
 
+// maxExemptValues bounds the values one document may carry without a data
+// consent. Each exempt value is a choice among few (an enum member, a
+// boolean, a span of the query), and enough choices spell anything: a
+// date of birth is about 16 bits. The case-study apps need at most six.
+const maxExemptValues = 8
+
 // foreignValues returns every value in args that the user did not type in
 // this request: each must be shown to the user in a data consent before an
 // app receives it. The plan is written by a model that read third-party
 // text and the user's history, so provenance is checked, not assumed.
-// Booleans, nulls and values of small enums in the schema are choices, not
-// data. Fields are reported as paths under their top-level argument.
-func foreignValues(args, schema json.RawMessage, query string) []DataItem {
+//
+// Exempt, up to maxExemptValues in the document: a value that is a whole
+// span of the query's words (anywhere), and, at a scalar position of the
+// schema (not inside an array, where their pattern could spell data), a
+// boolean, a null, an empty string or a member of a small enum. Everything
+// else is reported, and so is every object member name the schema does not
+// declare, since an open object's names are free text.
+//
+// It also returns the top-level arguments that hold the reported values,
+// which are what a refusal removes. Arguments that are not a JSON object
+// are reported whole.
+func foreignValues(args, schema json.RawMessage, query string) ([]DataItem, []string) {
 	var obj map[string]any
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	if dec.Decode(&obj) != nil {
-		return nil
+	canon, err := apps.Canonical(args)
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(canon))
+		dec.UseNumber()
+		err = dec.Decode(&obj)
 	}
+	if err != nil || obj == nil {
+		return []DataItem{{Field: "(arguments)", Value: string(args)}}, nil
+	}
+	w := &provenanceWalk{query: normalize(query), exemptLeft: maxExemptValues, tops: map[string]bool{}}
 	props := schemaProperties(schema)
-	normQuery := normalize(query)
-	var items []DataItem
 	for _, k := range sortedKeys(obj) {
-		walkLeaves(k, obj[k], props[k], func(path, value string) {
-			if normQuery != "" && strings.Contains(normQuery, normalize(value)) {
-				return
-			}
-			items = append(items, DataItem{Field: path, Value: value})
-		})
+		w.top = k
+		if _, declared := props[k]; !declared {
+			w.report(k+" (name)", k)
+		}
+		w.walk(k, obj[k], props[k], false)
 	}
-	return items
+	return w.items, sortedKeys(w.tops)
 }
 
-// walkLeaves visits string and number leaves that are not exempt choices.
-func walkLeaves(path string, v any, schema map[string]any, visit func(path, value string)) {
+// provenanceWalk is the state of one foreignValues run.
+type provenanceWalk struct {
+	query      string
+	exemptLeft int
+	top        string // the top-level argument being walked
+	items      []DataItem
+	tops       map[string]bool
+}
+
+func (w *provenanceWalk) report(path, value string) {
+	w.items = append(w.items, DataItem{Field: path, Value: value})
+	w.tops[w.top] = true
+}
+
+func (w *provenanceWalk) walk(path string, v any, schema map[string]any, inArray bool) {
 	switch t := v.(type) {
-	case string:
-		if t == "" || inSmallEnum(t, schema) {
-			return
-		}
-		visit(path, t)
-	case json.Number:
-		visit(path, t.String())
 	case map[string]any:
 		props := map[string]map[string]any{}
 		if p, ok := schema["properties"].(map[string]any); ok {
@@ -58,15 +85,84 @@ func walkLeaves(path string, v any, schema map[string]any, visit func(path, valu
 			}
 		}
 		for _, k := range sortedKeys(t) {
-			walkLeaves(path+"."+k, t[k], props[k], visit)
+			if _, declared := props[k]; !declared {
+				w.report(path+"."+k+" (name)", k)
+			}
+			w.walk(path+"."+k, t[k], props[k], inArray)
 		}
 	case []any:
 		items, _ := schema["items"].(map[string]any)
 		for i, e := range t {
-			walkLeaves(fmt.Sprintf("%s[%d]", path, i), e, items, visit)
+			w.walk(fmt.Sprintf("%s[%d]", path, i), e, items, true)
 		}
+	default:
+		if w.exempt(t, schema, inArray) {
+			return
+		}
+		w.report(path, scalarText(t))
 	}
 }
+
+// exempt reports whether a scalar needs no consent, and spends one of the
+// document's exempt values on it.
+func (w *provenanceWalk) exempt(v any, schema map[string]any, inArray bool) bool {
+	var ok bool
+	switch t := v.(type) {
+	case string:
+		ok = inQuery(w.query, t) || !inArray && (t == "" || inSmallEnum(t, schema))
+	case json.Number:
+		ok = inQuery(w.query, t.String())
+	case bool, nil:
+		// A boolean is a choice between two, like a small enum's member.
+		ok = !inArray
+	}
+	if !ok || w.exemptLeft == 0 {
+		return false
+	}
+	w.exemptLeft--
+	return true
+}
+
+func scalarText(v any) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case json.Number:
+		return t.String()
+	case nil:
+		return "null"
+	default:
+		return fmt.Sprint(t)
+	}
+}
+
+// inQuery reports whether value, normalized, occurs in the normalized
+// query as a whole span of words: neither neighbour of the match is a
+// letter or digit. "Main Street" is in "from 'Main Street' to", "ain" and
+// "1" are not in "from Main Street on June 10th".
+func inQuery(query, value string) bool {
+	v := normalize(value)
+	if v == "" || query == "" {
+		return false
+	}
+	for from := 0; from <= len(query)-len(v); {
+		i := strings.Index(query[from:], v)
+		if i < 0 {
+			return false
+		}
+		i += from
+		before, _ := utf8.DecodeLastRuneInString(query[:i])
+		after, _ := utf8.DecodeRuneInString(query[i+len(v):])
+		if (i == 0 || !isWordRune(before)) && (i+len(v) == len(query) || !isWordRune(after)) {
+			return true
+		}
+		_, size := utf8.DecodeRuneInString(query[i:])
+		from = i + size
+	}
+	return false
+}
+
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 func inSmallEnum(s string, schema map[string]any) bool {
 	if schema == nil {
@@ -102,35 +198,19 @@ func schemaProperties(schema json.RawMessage) map[string]map[string]any {
 // query matches "main street" in an argument.
 func normalize(s string) string { return strings.ToLower(strings.Join(strings.Fields(s), " ")) }
 
-// withoutArgs removes the top-level arguments named by the items' paths.
-func withoutArgs(args json.RawMessage, items []DataItem) json.RawMessage {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(args, &obj) != nil {
-		return json.RawMessage("{}")
-	}
-	for _, it := range items {
-		top := it.Field
-		if i := strings.IndexAny(top, ".["); i >= 0 {
-			top = top[:i]
-		}
-		delete(obj, top)
-	}
-	b, err := json.Marshal(obj)
+// withoutArgs removes the named top-level arguments; arguments it cannot
+// read become none at all.
+func withoutArgs(args json.RawMessage, tops []string) json.RawMessage {
+	obj, err := decodeObject(args)
 	if err != nil {
 		return json.RawMessage("{}")
 	}
-	return b
-}
-
-// topArgs lists the top-level argument names items fall under, sorted.
-func topArgs(items []DataItem) []string {
-	set := map[string]bool{}
-	for _, it := range items {
-		top := it.Field
-		if i := strings.IndexAny(top, ".["); i >= 0 {
-			top = top[:i]
-		}
-		set[top] = true
+	for _, top := range tops {
+		delete(obj, top)
 	}
-	return sortedKeys(set)
+	out, err := canonicalJSON(obj)
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return out
 }

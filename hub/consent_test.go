@@ -1,0 +1,67 @@
+package hub
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestDataGrantSubjectIsUnambiguous: a data grant names exactly the data
+// shown, however its values are written.
+func TestDataGrantSubjectIsUnambiguous(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b []DataItem
+	}{
+		{"a value holding a line break and a second item", []DataItem{{Field: "a", Value: "b\nc=d"}}, []DataItem{{Field: "a", Value: "b"}, {Field: "c", Value: "d"}}},
+		{"a field holding the separator", []DataItem{{Field: "a=b", Value: "c"}}, []DataItem{{Field: "a", Value: "b=c"}}},
+		{"an empty item", []DataItem{{Field: "a", Value: "b"}}, []DataItem{{Field: "a", Value: "b"}, {}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := subject(ConsentRequest{Category: CategoryData, App: "travel_mate", Data: tt.a})
+			b := subject(ConsentRequest{Category: CategoryData, App: "travel_mate", Data: tt.b})
+			if a == b {
+				t.Fatalf("%+v and %+v share the grant subject %s", tt.a, tt.b, a)
+			}
+		})
+	}
+	same := []DataItem{{Field: "notes", Value: "asthma"}}
+	if subject(ConsentRequest{Category: CategoryData, App: "x", Data: same}) != subject(ConsentRequest{Category: CategoryData, App: "x", Data: same}) {
+		t.Fatal("the same data got two subjects")
+	}
+}
+
+// TestExecConsentShowsEveryPlannedCall: the question to run an app lists
+// each of its planned calls with its own arguments, as the app gets them.
+func TestExecConsentShowsEveryPlannedCall(t *testing.T) {
+	h := &Hub{catalog: mustCatalog(t)}
+	steps := []PlanStep{
+		{ID: "s1", App: "post", Function: "read", Args: json.RawMessage(`{"id":"m1"}`)},
+		{ID: "s2", App: "notes", Function: "keep", Args: json.RawMessage(`{}`)},
+		{ID: "s3", App: "post", Function: "send", Args: json.RawMessage(`{"to":"eve@example.com","body":"x"}`)},
+	}
+	req := h.execRequest(&query{text: "q"}, steps, "post")
+	if len(req.Calls) != 2 || req.Calls[0].Function != "read" || req.Calls[1].Function != "send" || len(req.Args) != 0 || !req.Irreversible {
+		t.Fatalf("exec request = %+v, want both calls of post, irreversible", req)
+	}
+	req.Summary = summarize(req)
+	for _, want := range []string{`read with {"id":"m1"}`, `send with {"to":"eve@example.com","body":"x"}`, "cannot be undone"} {
+		if !strings.Contains(req.Summary, want) {
+			t.Errorf("summary %q lacks %q", req.Summary, want)
+		}
+	}
+	one := h.execRequest(&query{text: "q"}, steps, "notes")
+	if one.Function != "keep" || string(one.Args) != `{}` || one.Calls != nil {
+		t.Fatalf("single-call request = %+v", one)
+	}
+}
+
+func mustCatalog(t *testing.T) *catalog {
+	t.Helper()
+	c, err := newCatalog(testSpecs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
