@@ -201,9 +201,13 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 	req.AppVersion = h.version(req.Caller, req.Source, req.App)
 	subj := subject(req)
 	onceKey := fmt.Sprintf("%s|%s|%s|%t", req.Category, subj, req.Function, req.InPlan)
-	if !req.InPlan && req.Category == CategoryExec {
+	switch {
+	case !req.InPlan && req.Category == CategoryExec:
 		// A call outside the plan is allowed for the arguments shown only.
 		onceKey += "|" + argsDigest(req.Args)
+	case req.Category == CategoryCollab:
+		// Once is for the result shown; session and always trust the pair.
+		onceKey += "|" + argsDigest(req.Result)
 	}
 	// An irreversible action is asked every time it runs: no earlier answer
 	// in this request stands for it.

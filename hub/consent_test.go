@@ -1,9 +1,13 @@
 package hub
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/secgpt/secgpt/store/storetest"
 )
 
 // TestDataGrantSubjectIsUnambiguous: a data grant names exactly the data
@@ -64,4 +68,37 @@ func mustCatalog(t *testing.T) *catalog {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// askCounter answers every consent with once and counts the questions.
+type askCounter struct{ asked int }
+
+func (a *askCounter) Ask(context.Context, ConsentRequest) (Decision, error) {
+	a.asked++
+	return DecisionOnce, nil
+}
+
+// TestCollabOnceCoversTheResultShown: allowing one app's result to reach
+// another once covers that result, not a different one later in the
+// request.
+func TestCollabOnceCoversTheResultShown(t *testing.T) {
+	h := &Hub{catalog: mustCatalog(t), store: storetest.Open(t), opts: Options{ConsentTimeout: time.Minute}}
+	asker := &askCounter{}
+	q := &query{id: "q1", user: "@a:x", session: "s1", text: "q", consenter: asker, once: map[string]bool{}, record: &Record{}}
+	ask := func(result string) {
+		t.Helper()
+		req := ConsentRequest{Category: CategoryCollab, Source: "post", App: "notes", Function: "keep", Result: json.RawMessage(result), InPlan: true}
+		if !h.decide(context.Background(), q, req) {
+			t.Fatalf("collab with %s denied", result)
+		}
+	}
+	ask(`{"id":"m1"}`)
+	ask(`{"id":"m1"}`)
+	if asker.asked != 1 {
+		t.Fatalf("asked %d times for one result, want once", asker.asked)
+	}
+	ask(`{"id":"m2"}`)
+	if asker.asked != 2 {
+		t.Fatalf("a different result was not asked about (asked %d times)", asker.asked)
+	}
 }
