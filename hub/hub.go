@@ -355,14 +355,14 @@ func (h *Hub) session(ctx context.Context, q *query, cancel context.CancelFunc) 
 	if !ok || time.Since(s.LastActive) >= h.opts.SessionIdle {
 		if ok {
 			h.endEpoch(st, q.user)
-			if err := h.store.EndSession(ctx, s.ID, "idle"); err != nil {
+			if err := h.store.EndSession(ctx, q.user, s.ID, "idle"); err != nil {
 				return "", fmt.Errorf("failed to end idle session: %w", err)
 			}
 		}
 		if s, err = h.store.StartSession(ctx, q.user); err != nil {
 			return "", fmt.Errorf("failed to start session: %w", err)
 		}
-	} else if err := h.store.TouchSession(ctx, s.ID); err != nil {
+	} else if err := h.store.TouchSession(ctx, q.user, s.ID); err != nil {
 		return "", fmt.Errorf("failed to touch session: %w", err)
 	}
 	q.epoch = st.epoch
@@ -390,7 +390,7 @@ func (h *Hub) Reset(ctx context.Context, user string) error {
 		return fmt.Errorf("failed to read session: %w", err)
 	}
 	if ok {
-		if err := h.store.EndSession(ctx, s.ID, "reset"); err != nil {
+		if err := h.store.EndSession(ctx, user, s.ID, "reset"); err != nil {
 			return fmt.Errorf("failed to end session: %w", err)
 		}
 	}

@@ -279,8 +279,8 @@ func (l *Lab) serveWeb(w http.ResponseWriter, r *http.Request) {
 	n.(*atomic.Int64).Add(1)
 	switch r.URL.Path {
 	case pathToLoopback:
-		_, port, _ := net.SplitHostPort(l.loopbackTCP())
-		http.Redirect(w, r, "http://"+loopbackHost+":"+port+"/", http.StatusFound)
+		// The default port, as in egress_declared_to_loopback.
+		http.Redirect(w, r, "http://"+loopbackHost+"/", http.StatusFound)
 	case pathToMetadata:
 		http.Redirect(w, r, "http://"+metadataIP+"/latest/meta-data/iam/security-credentials/", http.StatusFound)
 	case pathPage:

@@ -152,14 +152,14 @@ func hostileAttacks() []hostileAttack {
 				return nothingDialled(t, e)
 			}},
 		{name: "egress to a declared name resolving to 127.0.0.1", function: "fetch_url", args: func(t *hostileTargets) map[string]any { return map[string]any{"url": t.lab.LoopbackURL()} },
-			outcome: refused, errText: "HTTP 403",
+			outcome: refused, errText: "a loopback address",
 			outside: func(t *hostileTargets, e *hostileEvidence) error {
 				return errors.Join(nothingDialled(t, e), untouched("TCP listener", t.lab.TCP.Accepted.Load()))
 			}},
 		{name: "egress to a declared name resolving to 169.254.169.254", function: "fetch_url", args: arg("url", "http://"+mcptest.MetadataHost+"/latest/meta-data/"),
 			outcome: refused, errText: "HTTP 403", outside: nothingDialled},
 		{name: "egress redirected to 127.0.0.1", function: "fetch_url", args: arg("url", "http://"+mcptest.PublicHost+mcptest.ToLoopback),
-			outcome: refused, errText: "HTTP 403",
+			outcome: refused, errText: "a loopback address",
 			outside: func(t *hostileTargets, _ *hostileEvidence) error {
 				return untouched("TCP listener", t.lab.TCP.Accepted.Load())
 			}},

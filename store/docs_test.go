@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -195,30 +196,92 @@ func TestDocsValidate(t *testing.T) {
 	}
 }
 
+// TestForgetUserErasesContent: after ForgetUser returns, neither the
+// database file nor its write-ahead log holds the forgotten text, without
+// the caller doing anything more. While a reader keeps the log busy it
+// says the erasure is incomplete, and a later call completes it.
 func TestForgetUserErasesContent(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "secgpt.db")
 	s := storetest.OpenAt(t, path)
 	const secret = "marker-3f9c2d-the-users-diagnosis"
-	if err := s.RecordTurn(ctx, "@a:x", secret, "noted"); err != nil {
-		t.Fatal(err)
+	remember := func(user string) {
+		t.Helper()
+		if err := s.RecordTurn(ctx, user, secret, "noted"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendSpokeMemory(ctx, user, "health", secret); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := s.AppendSpokeMemory(ctx, "@a:x", "health", secret); err != nil {
-		t.Fatal(err)
+	wantErased := func() {
+		t.Helper()
+		for _, p := range []string{path, path + "-wal"} {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(data, []byte(secret)) {
+				t.Errorf("%s still holds forgotten content", filepath.Base(p))
+			}
+		}
 	}
+
+	remember("@a:x")
 	if err := s.ForgetUser(ctx, "@a:x"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.DB().Exec(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+	wantErased()
+
+	remember("@b:x")
+	// A reader in a read transaction (DEFERRED: the store's own BEGIN is
+	// IMMEDIATE, a writer's) whose snapshot still has the rows.
+	reader, err := s.DB().RawDB.Conn(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{path, path + "-wal"} {
-		data, err := os.ReadFile(p)
-		if err != nil {
+	defer reader.Close()
+	if _, err := reader.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(ctx, "SELECT count(*) FROM hub_memory").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	err = s.ForgetUser(ctx, "@b:x")
+	if err == nil || !strings.Contains(err.Error(), "write-ahead log may still hold it") {
+		t.Fatalf("ForgetUser while a reader holds the log = %v, want an error saying so", err)
+	}
+	if mem, _ := s.HubMemory(ctx, "@b:x", 0); len(mem) != 0 {
+		t.Errorf("the rows survived a failed checkpoint: %+v", mem)
+	}
+	if _, err := reader.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	reader.Close()
+	if err := s.ForgetUser(ctx, "@b:x"); err != nil {
+		t.Fatalf("ForgetUser again once the reader is gone: %v", err)
+	}
+	wantErased()
+	// The connection that checkpointed went back to the pool with the
+	// usual busy timeout.
+	var timeouts []int
+	conns := make([]*sql.Conn, 4)
+	for i := range conns {
+		if conns[i], err = s.DB().RawDB.Conn(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(data, []byte(secret)) {
-			t.Errorf("%s still holds forgotten content", filepath.Base(p))
+		defer conns[i].Close()
+		var ms int
+		if err := conns[i].QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&ms); err != nil {
+			t.Fatal(err)
+		}
+		timeouts = append(timeouts, ms)
+	}
+	for _, ms := range timeouts {
+		if ms != 5000 {
+			t.Errorf("busy timeouts of the pool = %v, want 5000 each", timeouts)
+			break
 		}
 	}
 }

@@ -46,29 +46,50 @@ func TestSessions(t *testing.T) {
 	if grants, _ := s.ListGrants(ctx, alice); len(grants) != 0 {
 		t.Errorf("grants of the replaced session survived: %+v", grants)
 	}
-	if err := s.TouchSession(ctx, first.ID); !errors.Is(err, store.ErrNoActiveSession) {
+	if err := s.TouchSession(ctx, alice, first.ID); !errors.Is(err, store.ErrNoActiveSession) {
 		t.Errorf("TouchSession(replaced) = %v, want ErrNoActiveSession", err)
 	}
-	if err := s.TouchSession(ctx, second.ID); err != nil {
+	if err := s.TouchSession(ctx, alice, second.ID); err != nil {
 		t.Errorf("TouchSession(active) = %v", err)
+	}
+	// The user is part of the key: bob cannot touch or end alice's session.
+	putSessionGrant(t, s, alice, "mail", second.ID)
+	before, _, _ := s.ActiveSession(ctx, alice)
+	if err := s.TouchSession(ctx, bob, second.ID); !errors.Is(err, store.ErrNoActiveSession) {
+		t.Errorf("TouchSession(another user's) = %v, want ErrNoActiveSession", err)
+	}
+	if err := s.EndSession(ctx, bob, second.ID, "reset"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("EndSession(another user's) = %v, want ErrNotFound", err)
+	}
+	if got, ok, _ := s.ActiveSession(ctx, alice); !ok || got.ID != second.ID || !got.LastActive.Equal(before.LastActive) {
+		t.Errorf("another user's TouchSession or EndSession changed alice's session: %+v, %v; was %+v", got, ok, before)
+	}
+	if grants, _ := s.ListGrants(ctx, alice); len(grants) != 1 {
+		t.Errorf("another user's EndSession deleted alice's session grants: %+v", grants)
+	}
+	if err := s.TouchSession(ctx, "", second.ID); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("TouchSession with no user = %v, want ErrInvalid", err)
 	}
 	if got, _, _ := s.ActiveSession(ctx, bob); got.ID != bobs.ID {
 		t.Errorf("starting alice's session touched bob's: %+v", got)
 	}
 
-	if err := s.EndSession(ctx, "unknown", "reset"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.EndSession(ctx, alice, "unknown", "reset"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("EndSession(unknown) = %v, want ErrNotFound", err)
 	}
-	if err := s.EndSession(ctx, second.ID, "reset"); err != nil {
+	if err := s.EndSession(ctx, alice, second.ID, "reset"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EndSession(ctx, second.ID, "again"); err != nil {
+	if grants, _ := s.ListGrants(ctx, alice); len(grants) != 0 {
+		t.Errorf("EndSession left the session's grants: %+v", grants)
+	}
+	if err := s.EndSession(ctx, alice, second.ID, "again"); err != nil {
 		t.Errorf("EndSession of an ended session = %v, want nil", err)
 	}
 	if _, ok, _ := s.ActiveSession(ctx, alice); ok {
 		t.Error("alice still has an active session after EndSession")
 	}
-	if err := s.EndSession(ctx, bobs.ID, ""); !errors.Is(err, store.ErrInvalid) {
+	if err := s.EndSession(ctx, bob, bobs.ID, ""); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("EndSession with no reason = %v, want ErrInvalid", err)
 	}
 }
@@ -87,7 +108,7 @@ func TestEndAllSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.EndSession(ctx, mustActive(t, s, "@c:x").ID, "reset"); err != nil {
+	if err := s.EndSession(ctx, "@c:x", mustActive(t, s, "@c:x").ID, "reset"); err != nil {
 		t.Fatal(err)
 	}
 	n, err := s.EndAllSessions(ctx, "restart")
@@ -215,7 +236,7 @@ func TestPutGrantValidates(t *testing.T) {
 			}
 		})
 	}
-	if err := s.EndSession(ctx, se.ID, "reset"); err != nil {
+	if err := s.EndSession(ctx, "@a:x", se.ID, "reset"); err != nil {
 		t.Fatal(err)
 	}
 	late := ok

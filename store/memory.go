@@ -150,16 +150,33 @@ func (s *Store) readMemory(ctx context.Context, query string, args ...any) ([]Me
 
 // ForgetUser erases the user's hub memory and all of the user's spoke
 // memories. Grants, sessions, the audit log and app data stay.
+//
+// Deleting rows is not enough: the write-ahead log still holds the pages
+// as they were before the delete until a checkpoint copies the newer ones
+// over and the log is reused, which may take a long time on a quiet bot.
+// So after the commit ForgetUser checkpoints and truncates the log
+// (truncateWAL). If readers keep it from doing so, it returns an error
+// that says so, though the rows are gone; calling it again retries.
 func (s *Store) ForgetUser(ctx context.Context, user string) error {
 	if err := checkName("user", user); err != nil {
 		return fmt.Errorf("failed to forget user: %w", err)
 	}
-	err := s.write(ctx, func(ctx context.Context) error {
-		if _, err := s.db.Exec(ctx, "DELETE FROM hub_memory WHERE user_id=$1", user); err != nil {
+	err := s.holdWriteSlot(ctx, func() error {
+		err := s.db.DoTxn(ctx, nil, func(ctx context.Context) error {
+			if _, err := s.db.Exec(ctx, "DELETE FROM hub_memory WHERE user_id=$1", user); err != nil {
+				return err
+			}
+			_, err := s.db.Exec(ctx, "DELETE FROM spoke_memory WHERE user_id=$1", user)
+			return err
+		})
+		if err != nil {
 			return err
 		}
-		_, err := s.db.Exec(ctx, "DELETE FROM spoke_memory WHERE user_id=$1", user)
-		return err
+		// Committed: finish the erasure even if the caller gives up now.
+		if err := s.truncateWAL(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("memory deleted, but the write-ahead log may still hold it: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("failed to forget user: %w", err)

@@ -72,14 +72,17 @@ func (s *Store) StartSession(ctx context.Context, user string) (Session, error) 
 	return Session{ID: id, User: user, Started: fromNanos(now), LastActive: fromNanos(now)}, nil
 }
 
-// TouchSession records activity in an active session. It returns
-// ErrNoActiveSession if the session is unknown or has ended.
-func (s *Store) TouchSession(ctx context.Context, id string) error {
-	if id == "" {
-		return fmt.Errorf("failed to touch session: %w: empty session ID", ErrInvalid)
+// TouchSession records activity in the user's active session. It returns
+// ErrNoActiveSession if the session is unknown, has ended or is not the
+// user's: the user is part of the key, so a session ID that leaked or
+// mixed up never touches another user's session.
+func (s *Store) TouchSession(ctx context.Context, user, id string) error {
+	if err := checkSessionKey(user, id); err != nil {
+		return fmt.Errorf("failed to touch session: %w", err)
 	}
 	err := s.write(ctx, func(ctx context.Context) error {
-		res, err := s.db.Exec(ctx, "UPDATE sessions SET last_active=$2 WHERE id=$1 AND ended_at IS NULL", id, nowNanos())
+		res, err := s.db.Exec(ctx, "UPDATE sessions SET last_active=$3 WHERE id=$1 AND user_id=$2 AND ended_at IS NULL",
+			id, user, nowNanos())
 		if err != nil {
 			return err
 		}
@@ -96,32 +99,44 @@ func (s *Store) TouchSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// EndSession ends a session and deletes its session grants in the same
-// transaction. Ending an ended session changes nothing; an unknown ID
-// returns ErrNotFound.
-func (s *Store) EndSession(ctx context.Context, id, reason string) error {
-	if id == "" {
-		return fmt.Errorf("failed to end session: %w: empty session ID", ErrInvalid)
+// EndSession ends the user's session and deletes its session grants in the
+// same transaction. Ending an ended session changes nothing; an unknown ID,
+// or another user's, returns ErrNotFound and changes nothing.
+func (s *Store) EndSession(ctx context.Context, user, id, reason string) error {
+	if err := checkSessionKey(user, id); err != nil {
+		return fmt.Errorf("failed to end session: %w", err)
 	}
 	if err := checkName("end reason", reason); err != nil {
 		return fmt.Errorf("failed to end session %s: %w", id, err)
 	}
 	err := s.write(ctx, func(ctx context.Context) error {
 		var exists bool
-		if err := s.db.QueryRow(ctx, "SELECT EXISTS(SELECT 1 FROM sessions WHERE id=$1)", id).Scan(&exists); err != nil {
+		if err := s.db.QueryRow(ctx, "SELECT EXISTS(SELECT 1 FROM sessions WHERE id=$1 AND user_id=$2)", id, user).Scan(&exists); err != nil {
 			return err
 		} else if !exists {
 			return ErrNotFound
 		}
-		if _, err := s.db.Exec(ctx, "UPDATE sessions SET ended_at=$2, end_reason=$3 WHERE id=$1 AND ended_at IS NULL",
-			id, nowNanos(), reason); err != nil {
+		if _, err := s.db.Exec(ctx, "UPDATE sessions SET ended_at=$3, end_reason=$4 WHERE id=$1 AND user_id=$2 AND ended_at IS NULL",
+			id, user, nowNanos(), reason); err != nil {
 			return err
 		}
-		_, err := s.db.Exec(ctx, "DELETE FROM grants WHERE duration='session' AND session_id=$1", id)
+		_, err := s.db.Exec(ctx, "DELETE FROM grants WHERE duration='session' AND session_id=$1 AND user_id=$2", id, user)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("failed to end session %s: %w", id, err)
+	}
+	return nil
+}
+
+// checkSessionKey validates the (user, session ID) pair a session is
+// addressed by.
+func checkSessionKey(user, id string) error {
+	if err := checkName("user", user); err != nil {
+		return err
+	}
+	if id == "" {
+		return fmt.Errorf("%w: empty session ID", ErrInvalid)
 	}
 	return nil
 }

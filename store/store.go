@@ -18,6 +18,7 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -115,8 +117,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // dsn is the go-sqlite3 data source for path: a URI, so the path is escaped;
 // _txlock=immediate makes a write transaction take the lock at BEGIN and
 // wait for it there instead of failing with SQLITE_BUSY on its first write;
-// _secure_delete zeroes deleted rows, so what ForgetUser erases does not
-// linger in free pages.
+// _secure_delete overwrites deleted content with zeros in the pages a delete
+// writes, so it does not linger in free space of the database file. It
+// cannot reach copies written before the delete: the write-ahead log keeps
+// them until it is checkpointed and reused (ForgetUser truncates it), and
+// nothing here reaches the file system's own copies or backups.
 func dsn(path string) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?_txlock=immediate&_secure_delete=true"
 }
@@ -198,13 +203,73 @@ func (s *Store) DB() *dbutil.Database {
 // write runs fn in one IMMEDIATE transaction, after waiting for this
 // process's write slot. fn must not call write again.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context) error) error {
+	return s.holdWriteSlot(ctx, func() error { return s.db.DoTxn(ctx, nil, fn) })
+}
+
+// holdWriteSlot runs fn while holding this process's write slot. fn must not
+// wait for the slot again.
+func (s *Store) holdWriteSlot(ctx context.Context, fn func() error) error {
 	select {
 	case s.writeSlot <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	defer func() { <-s.writeSlot }()
-	return s.db.DoTxn(ctx, nil, fn)
+	return fn()
+}
+
+// How truncateWAL waits for readers. The connection's busy handler would
+// wait its busy_timeout (5 s) in one go, deaf to the context; short attempts
+// bound the wait at about a second, which a store whose reads take
+// milliseconds only exceeds when a reader is stuck.
+const (
+	checkpointAttempts = 5
+	checkpointBusyMS   = 100 // busy_timeout of one attempt, in milliseconds
+	checkpointPause    = 100 * time.Millisecond
+)
+
+// truncateWAL copies every committed page into the database file and
+// truncates the write-ahead log to zero bytes, so that page images from
+// before a delete leave the log. It needs every reader to have left the log
+// (PRAGMA wal_checkpoint(TRUNCATE) waits for them and for any writer, and
+// blocks new writers meanwhile); it tries checkpointAttempts times and
+// reports failure if readers still hold it.
+func (s *Store) truncateWAL(ctx context.Context) (err error) {
+	conn, err := s.db.RawDB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to get a connection to checkpoint: %w", err)
+	}
+	defer conn.Close()
+	var busyTimeout int
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busyTimeout); err != nil {
+		return fmt.Errorf("failed to read the busy timeout: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", checkpointBusyMS)); err != nil {
+		return fmt.Errorf("failed to set the busy timeout: %w", err)
+	}
+	defer func() {
+		if _, rerr := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout)); rerr != nil {
+			// Never return a connection with the short timeout to the pool.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		var busy, logFrames, checkpointed int
+		if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &checkpointed); err != nil {
+			return fmt.Errorf("failed to checkpoint the write-ahead log: %w", err)
+		}
+		if busy == 0 {
+			return nil
+		}
+		if attempt == checkpointAttempts {
+			return fmt.Errorf("failed to checkpoint the write-ahead log: readers kept it busy through %d attempts", attempt)
+		}
+		select {
+		case <-time.After(checkpointPause):
+		case <-ctx.Done():
+			return fmt.Errorf("failed to checkpoint the write-ahead log: %w", ctx.Err())
+		}
+	}
 }
 
 // Limits on stored values.

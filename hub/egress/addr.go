@@ -1,8 +1,13 @@
 package egress
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
+	"strconv"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // addrRule is one forbidden range and why.
@@ -96,17 +101,122 @@ func forbiddenAddr(a netip.Addr) (string, bool) {
 	return "", false
 }
 
+// ownAddrReason is why the broker refuses this machine's own addresses,
+// whatever range they are in: an app's author controls the DNS of a domain
+// the app declares and can point it at the hub's public address, behind
+// which the hub's local services (a database, a container API, the
+// homeserver) listen on every interface, and the kernel delivers such a
+// connection over loopback.
+const ownAddrReason = "an address of this machine"
+
+// ownAddrsTTL is how long a listing of the machine's interface addresses
+// is used before it is listed again. Listing costs a netlink dump (tens of
+// microseconds, more on a host with many interfaces) and a check runs for
+// every resolved address and every dial; an address the machine gains is
+// refused at most this long after it appears.
+const ownAddrsTTL = time.Second
+
+// ownAddrs is the machine's own interface addresses, listed at most once
+// per ownAddrsTTL. It is safe for concurrent use.
+type ownAddrs struct {
+	// list lists the interface addresses: net.InterfaceAddrs, or a fake in
+	// tests.
+	list func() ([]net.Addr, error)
+
+	mu     sync.Mutex
+	listed time.Time // zero until the first listing
+	addrs  map[netip.Addr]bool
+	err    error
+}
+
+func newOwnAddrs(list func() ([]net.Addr, error)) *ownAddrs {
+	return &ownAddrs{list: list}
+}
+
+// contains reports whether a is one of the machine's addresses. It returns
+// the listing's error, if listing failed: the caller refuses then, since it
+// cannot tell.
+func (o *ownAddrs) contains(a netip.Addr) (bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.listed.IsZero() || time.Since(o.listed) >= ownAddrsTTL {
+		o.addrs, o.err = listOwnAddrs(o.list)
+		o.listed = time.Now()
+	}
+	if o.err != nil {
+		return false, o.err
+	}
+	return o.addrs[a], nil
+}
+
+// listOwnAddrs turns the interface addresses into plain addresses: IPv4 in
+// its 4-byte form, no zone (a scoped address is refused by forbiddenAddr
+// anyway).
+func listOwnAddrs(list func() ([]net.Addr, error)) (map[netip.Addr]bool, error) {
+	ifAddrs, err := list()
+	if err != nil {
+		return nil, fmt.Errorf("failed to list this machine's addresses: %w", err)
+	}
+	addrs := make(map[netip.Addr]bool, len(ifAddrs))
+	for _, ia := range ifAddrs {
+		var ip net.IP
+		switch v := ia.(type) {
+		case *net.IPNet:
+			ip = v.IP
+		case *net.IPAddr:
+			ip = v.IP
+		default:
+			continue
+		}
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			addrs[a.Unmap()] = true
+		}
+	}
+	return addrs, nil
+}
+
+// refusedAddr reports whether the broker must not connect to a, and why:
+// a forbidden range (forbiddenAddr) or one of this machine's own
+// addresses, also in an IPv4-mapped or NAT64 form. It fails closed: if the
+// machine's addresses cannot be listed, every address is refused.
+func (b *Broker) refusedAddr(a netip.Addr) (string, bool) {
+	if reason, bad := forbiddenAddr(a); bad {
+		return reason, true
+	}
+	forms := []netip.Addr{a.Unmap()}
+	if nat64.Contains(a) {
+		v := a.As16()
+		forms = append(forms, netip.AddrFrom4([4]byte{v[12], v[13], v[14], v[15]}))
+	}
+	for _, f := range forms {
+		own, err := b.own.contains(f)
+		if err != nil {
+			return "an address that cannot be told apart from this machine's own (" + err.Error() + ")", true
+		}
+		if own {
+			if f != a {
+				return "a form of " + f.String() + ", " + ownAddrReason, true
+			}
+			return ownAddrReason, true
+		}
+	}
+	return "", false
+}
+
 // controlDial is the default dialer's Control hook: it re-checks the address
 // the socket is about to connect to, so no path around the resolver's
 // vetting (a dialer that resolved after all, a bug here) reaches a
-// forbidden address.
-func controlDial(_, address string, _ syscall.RawConn) error {
+// forbidden address, this machine or a port other than allowedPorts.
+func (b *Broker) controlDial(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return refusef("connection to %q refused: not an IP address and port", address)
 	}
-	if reason, bad := forbiddenAddr(ap.Addr()); bad {
+	if reason, bad := b.refusedAddr(ap.Addr()); bad {
 		return refusef("connection to %s refused: %s", ap.Addr(), reason)
+	}
+	if _, ok := allowedPorts[strconv.Itoa(int(ap.Port()))]; !ok {
+		return refusef("connection to %s refused: port %d is not allowed", ap, ap.Port())
 	}
 	return nil
 }

@@ -3,11 +3,12 @@
 // to the registrable domains (eTLD+1) an app declared.
 //
 // It owns the whole network policy for apps: the URL check (http and https
-// only, no credentials in URLs, no IP literals or local names, no
-// cross-protocol ports), DNS resolution in the hub with every answer vetted
-// against forbidden address ranges, dialling only the vetted addresses,
-// request and response header hygiene, redirects re-checked hop by hop, and
-// bounds on size, time and concurrency.
+// only, no credentials in URLs, no IP literals or local names, ports 80 and
+// 443 only), DNS resolution in the hub with every answer vetted against
+// forbidden address ranges and the machine's own addresses, dialling only
+// the vetted addresses, request and response header hygiene, redirects
+// re-checked hop by hop, and bounds on size, time and concurrency, with a
+// fair share of the concurrency for each app.
 //
 // It must never connect to an address it did not vet, never follow the
 // environment's proxy settings, never fail open (an error while deciding is a
@@ -59,6 +60,11 @@ type Options struct {
 	// MaxConcurrent bounds the exchanges in flight at once across all apps;
 	// default 16. A request waits for a slot within its Timeout.
 	MaxConcurrent int
+	// MaxConcurrentPerApp bounds one app's share of MaxConcurrent, over all
+	// its users; default a quarter of MaxConcurrent (at least 1), so that
+	// it takes four stalled apps, not one app with four users, to fill the
+	// broker. An app is known by its declared domains (see Do).
+	MaxConcurrentPerApp int
 	// Resolver resolves host names; default net.DefaultResolver.
 	Resolver Resolver
 	// DialContext dials an already-vetted "IP:port"; default a net.Dialer
@@ -96,7 +102,8 @@ func (r *Refusal) Error() string { return r.Reason }
 // concurrent use.
 type Broker struct {
 	opts  Options
-	slots chan struct{}
+	slots *slots
+	own   *ownAddrs
 }
 
 var _ hub.Egress = (*Broker)(nil)
@@ -118,21 +125,31 @@ func New(opts Options) *Broker {
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if opts.MaxConcurrentPerApp <= 0 {
+		opts.MaxConcurrentPerApp = max(1, opts.MaxConcurrent/4)
+	}
+	opts.MaxConcurrentPerApp = min(opts.MaxConcurrentPerApp, opts.MaxConcurrent)
 	if opts.Resolver == nil {
 		opts.Resolver = net.DefaultResolver
 	}
+	b := &Broker{
+		slots: newSlots(opts.MaxConcurrent, opts.MaxConcurrentPerApp),
+		own:   newOwnAddrs(net.InterfaceAddrs),
+	}
 	if opts.DialContext == nil {
-		d := &net.Dialer{Timeout: dialTimeout, Control: controlDial}
+		d := &net.Dialer{Timeout: dialTimeout, Control: b.controlDial}
 		opts.DialContext = d.DialContext
 	}
-	return &Broker{opts: opts, slots: make(chan struct{}, opts.MaxConcurrent)}
+	b.opts = opts
+	return b
 }
 
 // Do performs one HTTP exchange for an app that declared domains (registrable
 // domains; entries that are not are ignored), following redirects. A request
 // the policy does not allow is refused with a *Refusal; a failure on the way
 // (DNS, connection, TLS, timeout) is another error. A non-2xx status is not
-// an error.
+// an error. Calls with the same declared domains share one app's share of
+// the concurrency (Options.MaxConcurrentPerApp).
 func (b *Broker) Do(ctx context.Context, domains []string, req spoke.HTTPRequest) (spoke.HTTPResponse, error) {
 	if len(domains) == 0 {
 		return spoke.HTTPResponse{}, refusef("the app declares no egress domains")
@@ -159,12 +176,13 @@ func (b *Broker) Do(ctx context.Context, domains []string, req spoke.HTTPRequest
 
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 	defer cancel()
-	select {
-	case b.slots <- struct{}{}:
-		defer func() { <-b.slots }()
-	case <-ctx.Done():
-		return spoke.HTTPResponse{}, fmt.Errorf("failed to get an egress slot (%d exchanges in flight): %w", cap(b.slots), ctx.Err())
+	app := appKey(declared)
+	if err := b.slots.acquire(ctx, app); err != nil {
+		all, mine := b.slots.inFlight(app)
+		return spoke.HTTPResponse{}, fmt.Errorf("failed to get an egress slot (%d of %d exchanges in flight, %d of this app's %d): %w",
+			all, b.opts.MaxConcurrent, mine, b.opts.MaxConcurrentPerApp, err)
 	}
+	defer b.slots.release(app)
 
 	x := &exchange{broker: b, vetted: map[string][]netip.Addr{}}
 	x.tr = x.transport()
@@ -214,7 +232,7 @@ func (x *exchange) run(ctx context.Context, method string, t target, header http
 		}
 		next, redirect := redirectLocation(resp)
 		if !redirect {
-			return x.read(ctx, t, resp)
+			return x.read(ctx, t, method, resp)
 		}
 		drain(resp)
 		if hop >= maxRedirects {
@@ -264,7 +282,7 @@ func (x *exchange) vet(ctx context.Context, t target) ([]netip.Addr, error) {
 		if !ok {
 			return nil, refusef("%s resolves to an address that cannot be parsed", t.host)
 		}
-		if reason, bad := forbiddenAddr(a); bad {
+		if reason, bad := x.broker.refusedAddr(a); bad {
 			return nil, refusef("%s resolves to %s, %s", t.host, a, reason)
 		}
 		addrs = append(addrs, a)
@@ -299,9 +317,12 @@ func (x *exchange) dialVetted(ctx context.Context, network, hostPort string) (ne
 	if err != nil || len(addrs) == 0 {
 		return nil, refusef("connection to %s refused: not vetted in this exchange", hostPort)
 	}
+	if _, ok := allowedPorts[port]; !ok {
+		return nil, refusef("connection to %s refused: port %s is not allowed", hostPort, port)
+	}
 	var errs []error
 	for _, a := range addrs {
-		if reason, bad := forbiddenAddr(a); bad {
+		if reason, bad := x.broker.refusedAddr(a); bad {
 			return nil, refusef("connection to %s refused: %s", a, reason)
 		}
 		conn, err := x.broker.opts.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
@@ -338,11 +359,14 @@ func (x *exchange) send(ctx context.Context, method string, t target, header htt
 	return resp, nil
 }
 
-// read returns the final response, refusing a body over the limit.
-func (x *exchange) read(ctx context.Context, t target, resp *http.Response) (spoke.HTTPResponse, error) {
+// read returns the final response, refusing a body over the limit. The
+// response to HEAD has no body, whatever its Content-Length says (it is the
+// size a GET would get, and passed on as such), so only a body is checked.
+func (x *exchange) read(ctx context.Context, t target, method string, resp *http.Response) (spoke.HTTPResponse, error) {
 	defer resp.Body.Close()
 	limit := x.broker.opts.MaxResponseBytes
-	if resp.ContentLength > limit {
+	bodyless := method == http.MethodHead || resp.Body == http.NoBody
+	if !bodyless && resp.ContentLength > limit {
 		return spoke.HTTPResponse{}, refusef("response from %s of %d bytes is over the %d-byte limit", t.origin(), resp.ContentLength, limit)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))

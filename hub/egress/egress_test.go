@@ -112,9 +112,8 @@ func newHarness(t *testing.T, opts Options, handler http.Handler) *harness {
 	secure.StartTLS()
 	t.Cleanup(secure.Close)
 	h.dialer = &routingDialer{routes: map[string]string{
-		"80":   plain.Listener.Addr().String(),
-		"8080": plain.Listener.Addr().String(),
-		"443":  secure.Listener.Addr().String(),
+		"80":  plain.Listener.Addr().String(),
+		"443": secure.Listener.Addr().String(),
 	}}
 	opts.Resolver = h.resolver
 	opts.DialContext = h.dialer.DialContext
@@ -185,10 +184,10 @@ func TestDoAllowed(t *testing.T) {
 			wantDialed: publicV4 + ":443",
 		},
 		{
-			name:       "non-default port is kept in Host",
-			req:        spoke.HTTPRequest{Method: "GET", URL: "http://example.com:8080/p"},
-			wantSeen:   "GET example.com:8080 /p sni=",
-			wantDialed: publicV4 + ":8080",
+			name:       "raw bytes in the query are percent-encoded",
+			req:        spoke.HTTPRequest{Method: "GET", URL: "http://example.com/s?q=a b HTTP/1.0&t=é|x&ok=a%20b"},
+			wantSeen:   "GET example.com /s?q=a%20b%20HTTP/1.0&t=%C3%A9%7Cx&ok=a%20b sni=",
+			wantDialed: publicV4 + ":80",
 		},
 		{
 			name:       "explicit default port is dropped",
@@ -406,6 +405,13 @@ func TestDoRedirects(t *testing.T) {
 			fmt.Sscan(q.Get("code"), &code)
 			w.Header().Set("Location", q.Get("url"))
 			w.WriteHeader(code)
+		case "/headers":
+			var names []string
+			for k := range r.Header {
+				names = append(names, k)
+			}
+			slices.Sort(names)
+			fmt.Fprint(w, strings.Join(names, ","))
 		case "/echo":
 			body, _ := io.ReadAll(r.Body)
 			fmt.Fprintf(w, "%s %s auth=%q cookie=%q ctype=%q body=%q", r.Method, r.Host, r.Header.Get("Authorization"),
@@ -444,6 +450,8 @@ func TestDoRedirects(t *testing.T) {
 			wantRefuse: `redirect 1 to file: refused: scheme "file" is not allowed`},
 		{name: "to localhost", req: spoke.HTTPRequest{URL: to(302, "http://localhost:8080/")},
 			wantRefuse: "redirect 1 to http://localhost:8080 refused: host localhost is refused"},
+		{name: "to another port of a declared host", req: spoke.HTTPRequest{URL: to(302, "http://www.example.com:6379/")},
+			wantRefuse: "redirect 1 to http://www.example.com:6379 refused: port 6379 is refused"},
 		{name: "303 turns POST into GET without body",
 			req:      spoke.HTTPRequest{Method: "POST", URL: to(303, "/echo"), Header: map[string][]string{"Content-Type": {"text/plain"}}, Body: []byte("secret")},
 			wantBody: `GET example.com auth="" cookie="" ctype="" body=""`},
@@ -462,6 +470,21 @@ func TestDoRedirects(t *testing.T) {
 		{name: "other origin drops credentials",
 			req:      spoke.HTTPRequest{URL: to(302, "http://www.example.com/echo"), Header: map[string][]string{"Authorization": {"Bearer t"}, "Cookie": {"s=1"}}},
 			wantBody: `GET www.example.com auth="" cookie="" ctype="" body=""`},
+		{name: "other origin gets only harmless headers",
+			req: spoke.HTTPRequest{URL: to(302, "http://www.example.com/headers"), Header: map[string][]string{
+				"X-Api-Key": {"k"}, "X-Auth-Token": {"t"}, "Accept": {"application/json"}, "Accept-Language": {"fr"},
+				"User-Agent": {"app/1"}, "Content-Type": {"text/plain"}}},
+			wantBody: "Accept,Accept-Encoding,Accept-Language,User-Agent"},
+		{name: "scheme change is another origin",
+			req:      spoke.HTTPRequest{URL: to(302, "https://example.com/headers"), Header: map[string][]string{"X-Api-Key": {"k"}}},
+			wantBody: "Accept-Encoding,User-Agent"},
+		{name: "307 to another origin keeps the body's type",
+			req: spoke.HTTPRequest{Method: "POST", URL: to(307, "http://www.example.com/headers"), Body: []byte("b"), Header: map[string][]string{
+				"X-Api-Key": {"k"}, "Content-Type": {"text/plain"}}},
+			wantBody: "Accept-Encoding,Content-Length,Content-Type,User-Agent"},
+		{name: "same origin keeps custom headers",
+			req:      spoke.HTTPRequest{URL: to(302, "/headers"), Header: map[string][]string{"X-Api-Key": {"k"}}},
+			wantBody: "Accept-Encoding,User-Agent,X-Api-Key"},
 		{name: "3xx without Location is final", req: spoke.HTTPRequest{URL: to(302, "")}, wantBody: ""},
 	}
 	for _, tt := range tests {
@@ -525,7 +548,10 @@ func TestDoRefusesURL(t *testing.T) {
 		{"userinfo", "http://user:hunter2@example.com/", "URL carries user information"},
 		{"userinfo as a host trick", "http://example.com%2f@evil.net/", "URL carries user information"},
 		{"empty userinfo", "http://@example.com/", "URL carries user information"},
-		{"smtp port", "http://example.com:25/", "port 25 (smtp) is a non-HTTP service port"},
+		{"smtp port", "http://example.com:25/", "port 25 is refused: apps may reach only ports 80"},
+		{"alternative web port", "http://example.com:8080/", "port 8080 is refused"},
+		{"PostgreSQL port", "https://example.com:5432/", "port 5432 is refused"},
+		{"homeserver port", "http://example.com:8008/_matrix/client/versions", "port 8008 is refused"},
 		{"port zero", "http://example.com:0/", `port "0" is not a TCP port`},
 		{"port out of range", "http://example.com:65536/", `port "65536" is not a TCP port`},
 		{"double trailing dot", "http://example.com../", "empty or over-long label"},
@@ -754,5 +780,119 @@ func TestDialVettedRefusesUnvetted(t *testing.T) {
 	wantRefusal(t, err, "connection to 127.0.0.1 refused: a loopback address")
 	if calls := h.dialer.calls(); len(calls) != 0 {
 		t.Errorf("dialled %v", calls)
+	}
+}
+
+// TestDoRefusesOwnAddress: a declared name the app's author points at the
+// hub's own public address is refused before anything is dialled, as is a
+// redirect there.
+func TestDoRefusesOwnAddress(t *testing.T) {
+	h := newHarness(t, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://hub.example.com/", http.StatusFound)
+	}))
+	const hubIP = "203.0.114.7"
+	withOwnAddrs(h.broker, "127.0.0.1/8", hubIP+"/24", "2606:2800:220:1::7/64")
+	h.resolver.answers["hub.example.com"] = []string{hubIP}
+	h.resolver.answers["hub6.example.com"] = []string{"2606:2800:220:1::7"}
+	h.resolver.answers["mapped.example.com"] = []string{publicV4, "::ffff:" + hubIP}
+	tests := []struct{ url, want string }{
+		{"http://hub.example.com/", "hub.example.com resolves to " + hubIP + ", an address of this machine"},
+		{"https://hub6.example.com/", "hub6.example.com resolves to 2606:2800:220:1::7, an address of this machine"},
+		{"http://mapped.example.com/", "resolves to " + hubIP + ", an address of this machine"},
+		{"http://www.example.com/", "redirect 1 to http://hub.example.com refused: hub.example.com resolves to " + hubIP + ", an address of this machine"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			_, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: tt.url})
+			wantRefusal(t, err, tt.want)
+		})
+	}
+	for _, d := range h.dialer.calls() {
+		if d != publicV4+":80" {
+			t.Errorf("dialled %s", d)
+		}
+	}
+}
+
+// TestDoHead: the response to HEAD has no body, so a Content-Length over
+// the limit (the size a GET would get) is passed on, not refused.
+func TestDoHead(t *testing.T) {
+	const limit = 1024
+	h := newHarness(t, Options{MaxResponseBytes: limit}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5000000")
+		if r.Method != http.MethodHead {
+			w.Write(bytes.Repeat([]byte("a"), 5000000))
+		}
+	}))
+	for _, url := range []string{"http://example.com/big.iso", "https://example.com/big.iso"} {
+		resp, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{Method: "HEAD", URL: url})
+		if err != nil {
+			t.Fatalf("HEAD %s: %v", url, err)
+		}
+		if resp.Status != http.StatusOK || len(resp.Body) != 0 || http.Header(resp.Header).Get("Content-Length") != "5000000" {
+			t.Errorf("HEAD %s = %d, %d body bytes, Content-Length %q; want 200, none, 5000000",
+				url, resp.Status, len(resp.Body), http.Header(resp.Header).Get("Content-Length"))
+		}
+	}
+	_, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{Method: "GET", URL: "http://example.com/big.iso"})
+	wantRefusal(t, err, "of 5000000 bytes is over the 1024-byte limit")
+}
+
+// TestDoFairShare: one app whose server stalls, called by as many users as
+// the broker has slots, holds only its share; another app's request goes
+// through at once, and the stalled app's queued requests are served when
+// its slots free up.
+func TestDoFairShare(t *testing.T) {
+	entered := make(chan struct{}, 8)
+	release := make(chan struct{})
+	var once sync.Once
+	unstall := func() { once.Do(func() { close(release) }) }
+	defer unstall() // also when the test fails early
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host == "example.com" {
+			entered <- struct{}{}
+			<-release
+		}
+		fmt.Fprint(w, "ok")
+	})
+	h := newHarness(t, Options{MaxConcurrent: 4}, handler)
+	slow := []string{"example.com"}
+	results := make(chan error, 4)
+	for range 4 { // four users of the slow app
+		go func() {
+			_, err := h.broker.Do(context.Background(), slow, spoke.HTTPRequest{URL: "http://example.com/"})
+			results <- err
+		}()
+	}
+	<-entered
+	// Let the other three reach the slot queue.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		h.broker.slots.mu.Lock()
+		n := h.broker.slots.waiting.Len()
+		h.broker.slots.mu.Unlock()
+		if n == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	resp, err := h.broker.Do(ctx, []string{"example.org"}, spoke.HTTPRequest{URL: "http://cdn.example.org/"})
+	if err != nil || string(resp.Body) != "ok" {
+		t.Fatalf("another app's request while one app stalls: %q, %v", resp.Body, err)
+	}
+	if all, mine := h.broker.slots.inFlight(appKey(declaredDomains(slow))); all != 1 || mine != 1 {
+		t.Errorf("in flight: %d, %d of the stalled app; want 1 (its share)", all, mine)
+	}
+	unstall()
+	for range 4 {
+		if err := <-results; err != nil {
+			t.Errorf("stalled app's request: %v", err)
+		}
+	}
+	if len(h.broker.slots.held) != 0 || h.broker.slots.waiting.Len() != 0 || h.broker.slots.inUse != 0 {
+		t.Errorf("slots keep state after every exchange ended: %v, %d waiting, %d in use",
+			h.broker.slots.held, h.broker.slots.waiting.Len(), h.broker.slots.inUse)
 	}
 }

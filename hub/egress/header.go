@@ -55,10 +55,25 @@ var droppedRequestPrefixes = []struct{ prefix, reason string }{
 	{"X-Forwarded-", "proxy metadata that servers trust for client address, host and scheme; an app must not forge it"},
 }
 
-// credentialHeaders are removed when a redirect leaves the origin (scheme,
-// host and port) they were sent to, so an app's token for one host is not
-// handed to another, even under the same registrable domain.
-var credentialHeaders = []string{"Authorization", "Cookie", "Cookie2"}
+// crossOriginHeaders are the only fields a redirect that leaves the origin
+// (scheme, host and port) of the request carries on to the next one, with
+// why each is harmless. Every other field goes: an app may carry a
+// credential in any field it likes (X-Api-Key, X-Auth-Token, a signed
+// header), and a token for one host must not reach another, even under the
+// same registrable domain, nor an https secret travel over http.
+var crossOriginHeaders = map[string]string{
+	"Accept":          "content negotiation: which media types the app reads",
+	"Accept-Language": "content negotiation: which languages the app wants",
+	"User-Agent":      "names the client software, the same for every host",
+}
+
+// crossOriginBodyHeaders also go on when the body does (307 and 308): they
+// describe the body, which is forwarded as it is, and carry no credential.
+var crossOriginBodyHeaders = map[string]string{
+	"Content-Type":     "the body's media type, which the body needs to be read",
+	"Content-Encoding": "the body's coding (such as gzip), which the body needs to be read",
+	"Content-Language": "the body's language",
+}
 
 // droppedResponseHeaders describe the broker's connection to the server, not
 // the response; the app gets the response alone. Set-Cookie is passed on: the

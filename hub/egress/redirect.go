@@ -26,8 +26,10 @@ func redirectLocation(resp *http.Response) (string, bool) {
 // redirectRequest returns the method, body and header of the request that
 // follows a redirect from one target to the next. Like Go's client: 301, 302
 // and 303 drop the body (and its Content-* fields) and turn anything but GET
-// and HEAD into a GET; 307 and 308 repeat the request. Credentials stay with
-// the origin they were sent to.
+// and HEAD into a GET; 307 and 308 repeat the request. A redirect to another
+// origin carries only crossOriginHeaders, and crossOriginBodyHeaders on 307
+// and 308, so the app's credentials, in whatever field, stay with the origin
+// they were sent to.
 func redirectRequest(status int, method string, body []byte, header http.Header, from, to target) (string, []byte, http.Header) {
 	header = header.Clone()
 	if status != http.StatusTemporaryRedirect && status != http.StatusPermanentRedirect {
@@ -42,8 +44,13 @@ func redirectRequest(status int, method string, body []byte, header http.Header,
 		}
 	}
 	if from.origin() != to.origin() {
-		for _, key := range credentialHeaders {
-			header.Del(key)
+		// The Content-* fields are left only where the body follows.
+		for key := range header {
+			_, harmless := crossOriginHeaders[key]
+			_, describesBody := crossOriginBodyHeaders[key]
+			if !harmless && !describesBody {
+				delete(header, key)
+			}
 		}
 	}
 	return method, body, header

@@ -1,10 +1,13 @@
 package egress
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,32 +26,45 @@ var schemeDefaultPorts = map[string]string{
 	"https": "443",
 }
 
-// badPorts are the Fetch standard's "bad ports" (fetch.spec.whatwg.org,
-// port blocking): services whose line-based protocols will execute an HTTP
-// request's lines as commands. Every other port from 1 to 65535 is allowed:
-// the address check already keeps the broker off the hub's machine and
-// private networks, so a non-default port reaches only a public host of a
-// domain the app declared, as it would from a browser, and real APIs do run
-// on ports such as 8443. The table is what stops cross-protocol attacks
-// against the declared domain's mail, SSH or IRC servers.
-var badPorts = map[int]string{
-	1: "tcpmux", 7: "echo", 9: "discard", 11: "systat", 13: "daytime", 15: "netstat",
-	17: "qotd", 19: "chargen", 20: "ftp-data", 21: "ftp", 22: "ssh", 23: "telnet",
-	25: "smtp", 37: "time", 42: "name", 43: "nicname", 53: "domain", 69: "tftp",
-	77: "priv-rjs", 79: "finger", 87: "ttylink", 95: "supdup", 101: "hostname",
-	102: "iso-tsap", 103: "gppitnp", 104: "acr-nema", 109: "pop2", 110: "pop3",
-	111: "sunrpc", 113: "auth", 115: "sftp", 117: "uucp-path", 119: "nntp", 123: "ntp",
-	135: "epmap", 137: "netbios-ns", 139: "netbios-ssn", 143: "imap", 161: "snmp",
-	179: "bgp", 389: "ldap", 427: "svrloc", 465: "submissions", 512: "exec",
-	513: "login", 514: "shell", 515: "printer", 526: "tempo", 530: "courier",
-	531: "chat", 532: "netnews", 540: "uucp", 548: "afp", 554: "rtsp", 556: "remotefs",
-	563: "nntps", 587: "submission", 601: "syslog-conn", 636: "ldaps", 989: "ftps-data",
-	990: "ftps", 993: "imaps", 995: "pop3s", 1719: "h323gatestat", 1720: "h323hostcall",
-	1723: "pptp", 2049: "nfs", 3659: "apple-sasl", 4045: "npp", 4190: "sieve",
-	5060: "sip", 5061: "sips", 6000: "x11", 6566: "sane-port", 6665: "ircu",
-	6666: "ircu", 6667: "ircu", 6668: "ircu", 6669: "ircu", 6679: "osaut",
-	6697: "ircs-u", 10080: "amanda",
+// allowedPorts are the only ports the broker connects to, with why. A name
+// an app's author controls can point at any host, the hub's own included
+// when it is reachable at an address the address check cannot know as
+// local (a public address behind NAT, a neighbour on the same network);
+// every other port there is a service that was never meant for apps: a
+// database (5432, 6379), a container API (2375), a homeserver's client or
+// federation port (8008, 8448), mail, SSH. So an explicit port other than
+// these is refused, whatever the scheme; public web APIs live on them.
+var allowedPorts = map[string]string{
+	"80":  "the default port of http",
+	"443": "the default port of https",
 }
+
+// checkPort returns the decimal port of a URL's explicit port p, or a
+// refusal if it is not a TCP port or not allowed.
+func checkPort(p string) (string, error) {
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 1 || n > 65535 {
+		return "", refusef("port %q is not a TCP port", truncate(p, 16))
+	}
+	port := strconv.Itoa(n)
+	if _, ok := allowedPorts[port]; !ok {
+		return "", refusef("port %d is refused: apps may reach only %s", n, allowedPortsText)
+	}
+	return port, nil
+}
+
+// allowedPortsText lists allowedPorts with their reasons, in port order,
+// for a refusal: "ports 80 (the default port of http) and 443 (…)".
+var allowedPortsText = func() string {
+	ports := slices.SortedFunc(maps.Keys(allowedPorts), func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b))
+	})
+	items := make([]string, len(ports))
+	for i, p := range ports {
+		items[i] = p + " (" + allowedPorts[p] + ")"
+	}
+	return "ports " + strings.Join(items, " and ")
+}()
 
 // metadataHosts are cloud instance-metadata services, refused by name
 // whatever they resolve to: they hand out the machine's credentials.
@@ -125,14 +141,9 @@ func checkURL(raw string, declared map[string]bool) (target, error) {
 	}
 	port := defaultPort
 	if p := u.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 {
-			return target{}, refusef("port %q is not a TCP port", truncate(p, 16))
+		if port, err = checkPort(p); err != nil {
+			return target{}, err
 		}
-		if service, bad := badPorts[n]; bad {
-			return target{}, refusef("port %d (%s) is a non-HTTP service port and is refused against cross-protocol attacks", n, service)
-		}
-		port = strconv.Itoa(n)
 	}
 	domain, err := registrableDomain(host)
 	if err != nil {
@@ -146,11 +157,48 @@ func checkURL(raw string, declared map[string]bool) (target, error) {
 		hostField = host + ":" + port
 	}
 	return target{
-		url:    &url.URL{Scheme: u.Scheme, Host: hostField, Path: u.Path, RawPath: u.RawPath, RawQuery: u.RawQuery},
+		url:    &url.URL{Scheme: u.Scheme, Host: hostField, Path: u.Path, RawPath: u.RawPath, RawQuery: escapeQuery(u.RawQuery)},
 		host:   host,
 		port:   port,
 		domain: domain,
 	}, nil
+}
+
+// escapeQuery percent-encodes every byte of a raw query that RFC 3986 does
+// not allow there (§3.4: unreserved, sub-delims, ":", "@", "/", "?" and
+// percent-encoded octets), and a "%" that does not start an encoded octet,
+// so the request line carries exactly one target. url.Parse keeps a query
+// as given, and a raw space would end the target early: the server would
+// read the rest of the query as the protocol version, or worse, split it
+// differently from the broker. A query that is already valid is unchanged.
+func escapeQuery(q string) string {
+	var b strings.Builder
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == '%' && i+2 < len(q) && isHex(q[i+1]) && isHex(q[i+2]),
+			c != '%' && queryByte(c):
+			b.WriteByte(c)
+		default:
+			const hex = "0123456789ABCDEF"
+			b.Write([]byte{'%', hex[c>>4], hex[c&15]})
+		}
+	}
+	return b.String()
+}
+
+// queryByte reports whether c may appear as itself in a query (RFC 3986
+// §3.4), apart from "%".
+func queryByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~!$&'()*+,;=:@/?", c) >= 0
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
 // canonicalHost turns a URL's host into the one ASCII name the broker checks,

@@ -1,9 +1,9 @@
 package egress
 
 import (
-	"fmt"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -84,18 +84,68 @@ func TestSpecialUseDomainsRefused(t *testing.T) {
 	}
 }
 
-func TestBadPortsRefused(t *testing.T) {
-	d := map[string]bool{"example.com": true}
-	for port, service := range badPorts {
-		for _, scheme := range []string{"http", "https"} {
-			_, err := checkURL(fmt.Sprintf("%s://example.com:%d/", scheme, port), d)
-			wantRefusal(t, err, fmt.Sprintf("port %d (%s) is a non-HTTP service port", port, service))
+// TestPortsRefused checks every TCP port but allowedPorts is refused, the
+// services a name pointed at the hub would reach among them.
+func TestPortsRefused(t *testing.T) {
+	for n := 1; n <= 65535; n++ {
+		p := strconv.Itoa(n)
+		got, err := checkPort(p)
+		if _, ok := allowedPorts[p]; ok {
+			if err != nil || got != p {
+				t.Errorf("checkPort(%s) = %q, %v; want allowed", p, got, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("port %d is allowed", n)
 		}
 	}
-	for _, port := range []string{"80", "443", "8080", "8443", "65535"} {
-		if _, err := checkURL("https://example.com:"+port+"/", d); err != nil {
-			t.Errorf("port %s: %v", port, err)
+	d := map[string]bool{"example.com": true}
+	for _, tt := range []struct{ port, service string }{
+		{"22", "ssh"}, {"25", "smtp"}, {"2375", "the Docker API"}, {"5432", "PostgreSQL"},
+		{"6379", "Redis"}, {"8008", "a homeserver's client API"}, {"8448", "Matrix federation"},
+		{"8080", "an alternative web port"}, {"8443", "an alternative web port"}, {"65535", "the last port"},
+	} {
+		for _, scheme := range []string{"http", "https"} {
+			_, err := checkURL(scheme+"://example.com:"+tt.port+"/", d)
+			wantRefusal(t, err, "port "+tt.port+" is refused: apps may reach only ports 80 (the default port of http) and 443 (the default port of https)")
 		}
+	}
+	for _, raw := range []string{"http://example.com:80/", "https://example.com:443/", "http://example.com:443/", "https://example.com:80/"} {
+		if _, err := checkURL(raw, d); err != nil {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+	for _, p := range []string{"0", "65536", "-1", "99999999999999999999"} {
+		_, err := checkPort(p)
+		wantRefusal(t, err, "is not a TCP port")
+	}
+}
+
+func TestEscapeQuery(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"q=1&lang=en", "q=1&lang=en"},
+		{"q=a%20b&c=%2f%2F", "q=a%20b&c=%2f%2F"},
+		{"a=-._~!$&'()*+,;=:@/?", "a=-._~!$&'()*+,;=:@/?"},
+		{"q=a b", "q=a%20b"},
+		{"q=a b HTTP/1.1", "q=a%20b%20HTTP/1.1"},
+		{"q=é", "q=%C3%A9"},
+		{"q=\"<>\\^`{|}[]#", "q=%22%3C%3E%5C%5E%60%7B%7C%7D%5B%5D%23"},
+		{"q=100%", "q=100%25"},
+		{"q=%zz&r=%4", "q=%25zz&r=%254"},
+		{"\x00\x7f\xff", "%00%7F%FF"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got := escapeQuery(tt.in)
+			if got != tt.want {
+				t.Errorf("escapeQuery(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			if again := escapeQuery(got); again != got {
+				t.Errorf("escapeQuery is not idempotent: %q → %q", got, again)
+			}
+		})
 	}
 }
 
@@ -107,7 +157,10 @@ func TestCheckURLCanonicalForm(t *testing.T) {
 		{"http://example.com", "http://example.com", "example.com"},
 		{"HTTPS://WWW.Example.COM.:443/a/b?c=d#frag", "https://www.example.com/a/b?c=d", "example.com"},
 		{"http://example.com:080/", "http://example.com/", "example.com"},
-		{"https://example.com:8443/x%2Fy", "https://example.com:8443/x%2Fy", "example.com"},
+		{"https://example.com/x%2Fy", "https://example.com/x%2Fy", "example.com"},
+		{"http://example.com:443/", "http://example.com:443/", "example.com"},
+		{"https://example.com/s?q=a b&t=é|x", "https://example.com/s?q=a%20b&t=%C3%A9%7Cx", "example.com"},
+		{"https://example.com/s?q=a%20b", "https://example.com/s?q=a%20b", "example.com"},
 		{"https://shop.bücher.de/", "https://shop.xn--bcher-kva.de/", "xn--bcher-kva.de"},
 	}
 	for _, tt := range tests {
