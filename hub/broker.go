@@ -288,22 +288,27 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 	}
 	spec, _ := b.h.catalog.spec(b.app)
 	var resp spoke.HTTPResponse
+	var sent []string
 	err := errors.New("network access is not available to apps")
 	if b.h.opts.Egress != nil {
-		release, ok := b.h.egressSlot(ctx, b.q.user, b.app)
-		if !ok {
-			err = fmt.Errorf("%s has too many requests in flight", b.app)
-		} else {
-			resp, err = b.h.opts.Egress.Do(ctx, spec.Egress, r)
-			release()
-		}
+		// A spoke's requests come one at a time (spoke.Handler); the
+		// broker shares its capacity fairly between apps.
+		resp, sent, err = b.h.opts.Egress.Do(ctx, spec.Egress, r)
 	}
-	// Every request, allowed or refused, goes to the audit log, without
-	// credentials or query strings an app may have put in the URL.
+	// Every request goes to the audit log, without credentials or query
+	// strings an app may have put in the URL: "allow" when it was sent
+	// anywhere (even if a refusal followed: its data left), with where it
+	// went; "deny" when nothing left.
 	detail := map[string]any{"method": truncate(r.Method, 16), "url": redactURL(r.URL)}
-	decision := "allow"
+	decision := "deny"
+	if err == nil || len(sent) > 0 {
+		decision = "allow"
+	}
+	if len(sent) > 0 {
+		detail["sent_to"] = sent
+	}
 	if err != nil {
-		decision, detail["reason"] = "deny", err.Error()
+		detail["reason"] = err.Error()
 	} else {
 		detail["status"] = resp.Status
 	}
@@ -330,28 +335,6 @@ func redactURL(raw string) string {
 	}
 	u.Fragment = ""
 	return truncate(u.String(), 500)
-}
-
-// egressSlotsPerApp bounds one (user, app)'s requests in flight, so one app
-// cannot hold all of the broker's capacity.
-const egressSlotsPerApp = 4
-
-// egressSlot waits for one of the (user, app)'s egress slots.
-func (h *Hub) egressSlot(ctx context.Context, user, app string) (func(), bool) {
-	h.egressMu.Lock()
-	key := user + "\x00" + app
-	slots, ok := h.egressSlots[key]
-	if !ok {
-		slots = make(chan struct{}, egressSlotsPerApp)
-		h.egressSlots[key] = slots
-	}
-	h.egressMu.Unlock()
-	select {
-	case slots <- struct{}{}:
-		return func() { <-slots }, true
-	case <-ctx.Done():
-		return nil, false
-	}
 }
 
 // AppendMemory adds to the spoke's own (user, app) memory.

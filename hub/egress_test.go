@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"math/big"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/egress"
 	"github.com/secgpt/secgpt/hub/hubtest"
+	"github.com/secgpt/secgpt/spoke"
 )
 
 // tlsServerFor serves handler over TLS with a certificate for names.
@@ -108,5 +110,56 @@ func TestAppHTTPGoesThroughTheEgressBroker(t *testing.T) {
 	}
 	if allowed != 2 {
 		t.Fatalf("egress audit entries = %d, want 2: %+v", allowed, audit)
+	}
+}
+
+// fixedEgress answers every request with the same outcome.
+type fixedEgress struct {
+	sent []string
+	err  error
+}
+
+var _ hub.Egress = fixedEgress{}
+
+func (f fixedEgress) Do(context.Context, []string, spoke.HTTPRequest) (spoke.HTTPResponse, []string, error) {
+	return spoke.HTTPResponse{}, f.sent, f.err
+}
+
+// TestEgressAuditSaysWhatLeft: a request refused after it was sent (a
+// response over the limit, a redirect refused) is audited as sent, with
+// where it went and why it then failed; only one that never left is a
+// denial.
+func TestEgressAuditSaysWhatLeft(t *testing.T) {
+	tests := []struct {
+		name     string
+		egress   fixedEgress
+		decision string
+		sentTo   bool
+	}{
+		{"refused before it left", fixedEgress{err: errors.New("domain example.net is not declared by the app")}, "deny", false},
+		{"sent, then refused", fixedEgress{sent: []string{"https://geocoding-api.open-meteo.com"}, err: errors.New("response over the 1024-byte limit")}, "allow", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"weather"}, Hub: func(o *hub.Options) { o.Egress = tt.egress }})
+			_, _ = sys.Hub.Handle(context.Background(), hub.Request{User: alice, Query: "Use weather for 'Paris'.", Consenter: hub.AllowPlanned{}})
+			audit, err := sys.Hub.Audit(context.Background(), alice, 20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, e := range audit {
+				if e.Category != "egress" {
+					continue
+				}
+				found = true
+				if e.Decision != tt.decision || strings.Contains(e.Detail, "sent_to") != tt.sentTo || !strings.Contains(e.Detail, tt.egress.err.Error()) {
+					t.Errorf("audit entry %s %s, want %s with sent_to %v and the reason", e.Decision, e.Detail, tt.decision, tt.sentTo)
+				}
+			}
+			if !found {
+				t.Fatalf("no egress entry in the audit: %+v", audit)
+			}
+		})
 	}
 }

@@ -52,7 +52,10 @@ var _ Runner = (*spoke.Manager)(nil)
 // domains it declared, and refuses anything else with an error that says
 // why. Implementations fail closed; they are safe for concurrent use.
 type Egress interface {
-	Do(ctx context.Context, domains []string, req spoke.HTTPRequest) (spoke.HTTPResponse, error)
+	// Do returns, whatever the outcome, the origins the request was sent
+	// to (data left the machine), in order: a refusal after a request
+	// went out (a response over the limit, a redirect refused) still sent it.
+	Do(ctx context.Context, domains []string, req spoke.HTTPRequest) (resp spoke.HTTPResponse, sent []string, err error)
 }
 
 // OutOfPlan is the policy for requests the plan did not name.
@@ -141,9 +144,6 @@ type Hub struct {
 
 	userMu sync.Mutex
 	users  map[string]*userState
-
-	egressMu    sync.Mutex
-	egressSlots map[string]chan struct{}
 }
 
 // New returns a Hub. A hub starting up ends every earlier session: session
@@ -165,7 +165,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	}
 	return &Hub{
 		opts: opts, store: opts.Store, llm: opts.LLM, runner: opts.Runner,
-		catalog: cat, log: opts.Log, users: map[string]*userState{}, egressSlots: map[string]chan struct{}{},
+		catalog: cat, log: opts.Log, users: map[string]*userState{},
 	}, nil
 }
 

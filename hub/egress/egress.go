@@ -26,7 +26,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -150,28 +152,33 @@ func New(opts Options) *Broker {
 // (DNS, connection, TLS, timeout) is another error. A non-2xx status is not
 // an error. Calls with the same declared domains share one app's share of
 // the concurrency (Options.MaxConcurrentPerApp).
-func (b *Broker) Do(ctx context.Context, domains []string, req spoke.HTTPRequest) (spoke.HTTPResponse, error) {
+//
+// Whatever the outcome, sent lists the origins the request went to, in
+// order (the first URL's, then each redirect's): those whose request
+// headers were written to a connection, so that data left the machine even
+// when a refusal followed (a response over the limit, a redirect refused).
+func (b *Broker) Do(ctx context.Context, domains []string, req spoke.HTTPRequest) (resp spoke.HTTPResponse, sent []string, err error) {
 	if len(domains) == 0 {
-		return spoke.HTTPResponse{}, refusef("the app declares no egress domains")
+		return spoke.HTTPResponse{}, nil, refusef("the app declares no egress domains")
 	}
 	declared := declaredDomains(domains)
 	if len(declared) == 0 {
-		return spoke.HTTPResponse{}, refusef("none of the app's declared egress domains is a registrable domain")
+		return spoke.HTTPResponse{}, nil, refusef("none of the app's declared egress domains is a registrable domain")
 	}
 	first, err := checkURL(req.URL, declared)
 	if err != nil {
-		return spoke.HTTPResponse{}, err
+		return spoke.HTTPResponse{}, nil, err
 	}
 	method, err := checkMethod(req.Method)
 	if err != nil {
-		return spoke.HTTPResponse{}, err
+		return spoke.HTTPResponse{}, nil, err
 	}
 	if n := int64(len(req.Body)); n > b.opts.MaxRequestBytes {
-		return spoke.HTTPResponse{}, refusef("request body of %d bytes is over the %d-byte limit", n, b.opts.MaxRequestBytes)
+		return spoke.HTTPResponse{}, nil, refusef("request body of %d bytes is over the %d-byte limit", n, b.opts.MaxRequestBytes)
 	}
 	header, err := requestHeader(req.Header)
 	if err != nil {
-		return spoke.HTTPResponse{}, err
+		return spoke.HTTPResponse{}, nil, err
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
@@ -179,7 +186,7 @@ func (b *Broker) Do(ctx context.Context, domains []string, req spoke.HTTPRequest
 	app := appKey(declared)
 	if err := b.slots.acquire(ctx, app); err != nil {
 		all, mine := b.slots.inFlight(app)
-		return spoke.HTTPResponse{}, fmt.Errorf("failed to get an egress slot (%d of %d exchanges in flight, %d of this app's %d): %w",
+		return spoke.HTTPResponse{}, nil, fmt.Errorf("failed to get an egress slot (%d of %d exchanges in flight, %d of this app's %d): %w",
 			all, b.opts.MaxConcurrent, mine, b.opts.MaxConcurrentPerApp, err)
 	}
 	defer b.slots.release(app)
@@ -187,7 +194,8 @@ func (b *Broker) Do(ctx context.Context, domains []string, req spoke.HTTPRequest
 	x := &exchange{broker: b, vetted: map[string][]netip.Addr{}}
 	x.tr = x.transport()
 	defer x.tr.CloseIdleConnections()
-	return x.run(ctx, method, first, header, req.Body, declared)
+	resp, err = x.run(ctx, method, first, header, req.Body, declared)
+	return resp, x.sentTo(), err
 }
 
 // exchange is one call of Do: its transport may dial only what this exchange
@@ -197,6 +205,14 @@ type exchange struct {
 	tr     *http.Transport
 	mu     sync.Mutex
 	vetted map[string][]netip.Addr // "host:port" → its vetted addresses
+	sent   []string                // origins whose request headers were written
+}
+
+// sentTo returns the origins the exchange's requests were written to.
+func (x *exchange) sentTo() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return slices.Clone(x.sent)
 }
 
 // transport returns an HTTP transport for this exchange alone: no proxy from
@@ -348,6 +364,15 @@ func (x *exchange) send(ctx context.Context, method string, t target, header htt
 		return nil, refusef("request to %s cannot be built: %v", t.origin(), err)
 	}
 	hreq.Header = header.Clone()
+	// Data has left once the headers are written; a dial or TLS failure
+	// sends nothing.
+	origin := t.origin()
+	trace := &httptrace.ClientTrace{WroteHeaders: func() {
+		x.mu.Lock()
+		x.sent = append(x.sent, origin)
+		x.mu.Unlock()
+	}}
+	hreq = hreq.WithContext(httptrace.WithClientTrace(hreq.Context(), trace))
 	resp, err := x.tr.RoundTrip(hreq)
 	if err != nil {
 		return nil, x.failure(ctx, "send "+method+" to "+t.origin(), err)
