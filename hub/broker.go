@@ -296,31 +296,42 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 		resp, sent, err = b.h.opts.Egress.Do(ctx, spec.Egress, r)
 	}
 	// Every request goes to the audit log, without credentials or query
-	// strings an app may have put in the URL: "allow" when it was sent
-	// anywhere (even if a refusal followed: its data left), with where it
-	// went; "deny" when nothing left.
-	detail := map[string]any{"method": truncate(r.Method, 16), "url": redactURL(r.URL)}
-	decision := "deny"
+	// strings an app may have put in the URL, as what happened: "allow"
+	// with where it went, if it left (its data left even when a refusal
+	// followed), and "deny" with why, if it was refused or failed.
 	if err == nil || len(sent) > 0 {
-		decision = "allow"
-	}
-	if len(sent) > 0 {
-		detail["sent_to"] = sent
+		allowed := b.egressDetail(r)
+		if len(sent) > 0 {
+			allowed["sent_to"] = sent
+		}
+		if err == nil {
+			allowed["status"] = resp.Status
+		}
+		b.auditEgress(ctx, "allow", allowed)
 	}
 	if err != nil {
-		detail["reason"] = err.Error()
-	} else {
-		detail["status"] = resp.Status
+		denied := b.egressDetail(r)
+		denied["reason"] = err.Error()
+		b.auditEgress(ctx, "deny", denied)
 	}
+	return resp, err
+}
+
+// egressDetail is what the audit keeps of an app's HTTP request.
+func (b *broker) egressDetail(r spoke.HTTPRequest) map[string]any {
+	return map[string]any{"method": truncate(r.Method, 16), "url": redactURL(r.URL)}
+}
+
+// auditEgress writes one egress decision to the audit log and the log.
+func (b *broker) auditEgress(ctx context.Context, decision string, detail map[string]any) {
 	d, _ := json.Marshal(detail)
-	if aerr := b.h.store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
+	if err := b.h.store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
 		User: b.q.user, SessionID: b.q.session, QueryID: b.q.id, Category: "egress",
 		Subject: b.app, AppVersion: b.h.catalog.hashes[b.app], Decision: decision, Source: "broker", Detail: string(d),
-	}); aerr != nil {
-		zerolog.Ctx(ctx).Error().Err(aerr).Msg("Failed to write audit log")
+	}); err != nil {
+		zerolog.Ctx(ctx).Error().Err(err).Msg("Failed to write audit log")
 	}
 	zerolog.Ctx(ctx).Info().Str("app", b.app).Str("decision", decision).RawJSON("request", d).Msg("Egress request")
-	return resp, err
 }
 
 // redactURL keeps scheme, host and path of a URL for the log.
