@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -151,6 +152,14 @@ type Bot struct {
 	noticeMu    sync.Mutex
 	lastRefusal map[id.UserID]time.Time
 	lastUTD     map[id.RoomID]time.Time
+
+	// dmMu serialises finding or creating direct chats, so that parallel
+	// prompts for one user do not create two; dms remembers them.
+	dmMu sync.Mutex
+	dms  map[id.UserID]id.RoomID
+
+	// retryWaits are the pauses between attempts to send an answer.
+	retryWaits []time.Duration
 }
 
 // New checks the options and prepares the bot's tables. It does not touch
@@ -188,6 +197,8 @@ func New(ctx context.Context, opts Options) (*Bot, error) {
 		joining:     map[id.RoomID]bool{},
 		lastRefusal: map[id.UserID]time.Time{},
 		lastUTD:     map[id.RoomID]time.Time{},
+		dms:         map[id.UserID]id.RoomID{},
+		retryWaits:  []time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second},
 	}
 	b.prompts = newPrompts(opts.ConsentSettle, b.log)
 	return b, nil
@@ -264,7 +275,16 @@ func (b *Bot) login(ctx context.Context) error {
 		}
 		cli.DeviceID = who.DeviceID
 	}
-	ch.DecryptErrorCallback = b.onDecryptError
+	// The syncer holds back the sync token while an event waits for its
+	// keys; these two are the ends of that wait.
+	ch.CustomPostDecrypt = func(ctx context.Context, evt *event.Event) {
+		b.syncer.Dispatch(ctx, evt)
+		b.syncer.settle(ctx, evt.ID)
+	}
+	ch.DecryptErrorCallback = func(evt *event.Event, err error) {
+		b.onDecryptError(evt, err)
+		b.syncer.settle(b.runCtx, evt.ID)
+	}
 	if err := ch.Init(ctx); err != nil {
 		return fmt.Errorf("failed to log in and start encryption: %w", err)
 	}
@@ -297,6 +317,7 @@ func (b *Bot) setDisplayName(ctx context.Context) {
 func (b *Bot) register() {
 	s := b.syncer
 	s.OnSync(s.beforeDispatch)
+	s.OnEventType(event.EventEncrypted, s.afterEncrypted)
 	s.OnEventType(event.EventMessage, b.guard(b.onMessage))
 	s.OnEventType(event.EventReaction, b.guard(b.onReaction))
 	s.OnEventType(event.EventRedaction, b.guard(b.onRedaction))
@@ -309,7 +330,7 @@ func (b *Bot) guard(h mautrix.EventHandler) mautrix.EventHandler {
 	return func(ctx context.Context, evt *event.Event) {
 		defer func() {
 			if r := recover(); r != nil {
-				b.log.Error().Any("panic", r).Str("event_id", evt.ID.String()).Str("event_type", evt.Type.Type).Msg("Event handler panicked; event dropped")
+				b.log.Error().Any("panic", r).Str("stack", string(debug.Stack())).Str("event_id", evt.ID.String()).Str("event_type", evt.Type.Type).Msg("Event handler panicked; event dropped")
 			}
 		}()
 		h(ctx, evt)
@@ -317,17 +338,28 @@ func (b *Bot) guard(h mautrix.EventHandler) mautrix.EventHandler {
 }
 
 // goBackground runs fn on the bot's run context and waits for it at exit.
-func (b *Bot) goBackground(fn func(ctx context.Context)) {
+// Once the bot is stopping it starts nothing and reports false.
+func (b *Bot) goBackground(fn func(ctx context.Context)) bool {
 	b.bgMu.Lock()
 	defer b.bgMu.Unlock()
 	if b.stopping {
-		return
+		return false
 	}
 	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		fn(b.runCtx)
+	go b.runGuarded(fn)
+	return true
+}
+
+// runGuarded runs fn for goBackground: a panic in one piece of background
+// work is logged, not the end of the bot.
+func (b *Bot) runGuarded(fn func(ctx context.Context)) {
+	defer b.wg.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			b.log.Error().Any("panic", r).Str("stack", string(debug.Stack())).Msg("Background work panicked")
+		}
 	}()
+	fn(b.runCtx)
 }
 
 // resume handles what the last run left: prompts still open are edited to
@@ -362,6 +394,7 @@ func (b *Bot) resume(ctx context.Context) error {
 			b.log.Warn().Err(err).Str("event_id", r.EventID.String()).Msg("Failed to tell a user about an interrupted message")
 		}
 	}
+	b.reportUndelivered(ctx, "")
 	users, err := b.db.queuedUsers(ctx)
 	if err != nil {
 		return err

@@ -1,9 +1,12 @@
 package bot
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -160,80 +163,284 @@ func (ps *prompts) soleOpen(room id.RoomID, user id.UserID) id.EventID {
 	return found
 }
 
-// consenter asks the user of one inbox message, in its room and thread.
-// The hub may call Ask concurrently for parallel steps: each is its own
-// prompt.
+// consenter asks the user of one inbox message, in its room and thread,
+// or in their direct chat with the bot for a prompt that shows their data
+// in a room shared with others. The hub may call Ask concurrently for
+// parallel steps: each is its own prompt.
 type consenter struct {
 	bot    *Bot
 	row    inboxRow
 	typing *typing
+
+	mu sync.Mutex
+	// asked are the prompts closed so far, in the order Ask returned.
+	asked []*askedPrompt
 }
 
 var _ hub.Consenter = (*consenter)(nil)
 
+// askedPrompt is a closed prompt, kept until the query ends to check what
+// it shows against what the hub applied.
+type askedPrompt struct {
+	req   hub.ConsentRequest
+	event id.EventID
+	room  id.RoomID
+	// head is the prompt without the instructions for answering.
+	head string
+	// shown is the decision the prompt shows: the answer, or deny.
+	shown hub.Decision
+	// shownDone is closed once the edit showing the outcome was tried.
+	shownDone chan struct{}
+}
+
 // closeTimeout bounds recording and editing a prompt after ctx ended.
 const closeTimeout = 30 * time.Second
 
-// errWrongUser means the hub asked a consenter about another user's
-// request; it is a denial.
-var errWrongUser = errors.New("consent request for another user")
+var (
+	// errWrongUser means the hub asked a consenter about another user's
+	// request; it is a denial.
+	errWrongUser = errors.New("consent request for another user")
+	// errAskPanicked means asking failed on a bug; it is a denial.
+	errAskPanicked = errors.New("asking for consent panicked")
+)
 
-// Ask posts a prompt, seeds a reaction per choice, waits for the user's
-// answer or ctx's end, and edits the prompt to show the outcome.
-func (c *consenter) Ask(ctx context.Context, req hub.ConsentRequest) (hub.Decision, error) {
+// Ask posts a prompt, seeds a reaction per choice and waits for the user's
+// answer or ctx's end. It returns the decision before the prompt is edited
+// to show it: the hub checks its own deadline when Ask returns, and settle
+// corrects a prompt whose answer the hub did not apply.
+func (c *consenter) Ask(ctx context.Context, req hub.ConsentRequest) (d hub.Decision, err error) {
 	b := c.bot
+	log := b.log.With().Str("user", req.User).Str("category", string(req.Category)).Str("app", req.App).Logger()
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error().Any("panic", r).Str("stack", string(debug.Stack())).Msg("Panic while asking for consent; denying")
+			d, err = hub.DecisionDeny, errAskPanicked
+		}
+	}()
 	if id.UserID(req.User) != c.row.UserID {
 		return hub.DecisionDeny, errWrongUser
 	}
-	offered := offeredChoices(req)
-	head, foot := renderPrompt(req, offered, time.Now())
 	c.typing.pause()
 	defer c.typing.resume()
-	evt, err := b.send(ctx, c.row.RoomID, c.row.EventID, c.row.ThreadRoot, head+"\n"+foot, kindPrompt)
+	w, err := c.where(ctx, req)
 	if err != nil {
-		return hub.DecisionDeny, fmt.Errorf("failed to post consent prompt: %w", err)
+		c.unreachable(ctx, log, err)
+		return hub.DecisionDeny, err
 	}
-	p := &openPrompt{event: evt, room: c.row.RoomID, user: c.row.UserID, choices: req.Choices, answered: make(chan hub.Decision, 1)}
+	offered := offeredChoices(req)
+	head, foot := renderPrompt(req, offered, time.Now())
+	if w.private {
+		head = fmt.Sprintf("About [your message](%s) in a room shared with others:\n\n", matrixTo(c.row.RoomID.String(), c.row.EventID.String())) + head
+	}
+	evt, err := b.post(ctx, message{room: w.room, replyTo: w.replyTo, threadRoot: w.threadRoot, markdown: head + "\n" + foot, kind: kindPrompt})
+	if err != nil {
+		err = fmt.Errorf("failed to post consent prompt: %w", err)
+		if w.private {
+			c.unreachable(ctx, log, err)
+		}
+		return hub.DecisionDeny, err
+	}
+	if w.private {
+		c.pointToDirectChat(ctx, log, w.invited)
+	}
+	p := &openPrompt{event: evt, room: w.room, user: c.row.UserID, choices: req.Choices, answered: make(chan hub.Decision, 1)}
 	b.prompts.add(p)
-	defer b.prompts.remove(p)
-	log := b.log.With().Str("prompt", evt.String()).Str("user", req.User).Str("category", string(req.Category)).Str("app", req.App).Logger()
-	if err := b.db.addPrompt(context.WithoutCancel(ctx), prompt{EventID: evt, RoomID: c.row.RoomID, UserID: c.row.UserID, QueryEventID: c.row.EventID, Markdown: head, Expires: req.Deadline}); err != nil {
+	log = log.With().Str("prompt", evt.String()).Logger()
+	if err := b.db.addPrompt(context.WithoutCancel(ctx), prompt{EventID: evt, RoomID: w.room, UserID: c.row.UserID, QueryEventID: c.row.EventID, Markdown: head, Expires: req.Deadline}); err != nil {
 		log.Warn().Err(err).Msg("Failed to record a prompt")
 	}
 	for _, ch := range offered {
 		if ch.Emoji == "" {
 			continue
 		}
-		if _, err := b.cli.SendReaction(ctx, c.row.RoomID, evt, ch.Emoji); err != nil {
+		if _, err := b.cli.SendReaction(ctx, w.room, evt, ch.Emoji); err != nil {
 			log.Warn().Err(err).Str("emoji", ch.Emoji).Msg("Failed to seed a reaction")
 		}
 	}
-	var o outcome
-	var d hub.Decision
+	o := outcome{kind: outcomeAnswered, by: req.User}
 	select {
 	case d = <-p.answered:
-		o = outcome{kind: outcomeAnswered, decision: d, by: req.User}
+		o.decision = d
 	case <-ctx.Done():
-		d, err = hub.DecisionDeny, ctx.Err()
-		o = outcome{kind: outcomeCancelled}
+	}
+	b.prompts.remove(p)
+	// An answer that came with the end of ctx is too late for the hub.
+	if err = ctx.Err(); err != nil {
+		d, o = hub.DecisionDeny, outcome{kind: outcomeCancelled}
 		if errors.Is(err, context.DeadlineExceeded) {
 			o.kind = outcomeTimeout
 		}
 	}
-	// Once posted, the prompt shows its outcome even when ctx has ended.
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	a := &askedPrompt{req: req, event: evt, room: w.room, head: head, shown: d, shownDone: make(chan struct{})}
+	c.mu.Lock()
+	c.asked = append(c.asked, a)
+	c.mu.Unlock()
+	// The hub has the decision first; the prompt shows it right after.
+	showOutcome := func(context.Context) {
+		defer close(a.shownDone)
+		c.show(ctx, log, a, o)
+	}
+	if !b.goBackground(showOutcome) {
+		showOutcome(ctx)
+	}
+	log.Info().Str("decision", string(d)).Msg("Consent prompt closed")
+	return d, err
+}
+
+// show records a prompt's outcome and edits the prompt to show it. Once
+// posted, a prompt shows its outcome even when ctx has ended.
+func (c *consenter) show(ctx context.Context, log zerolog.Logger, a *askedPrompt, o outcome) {
+	b := c.bot
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
 	state := promptDecided
 	if o.kind != outcomeAnswered {
 		state = promptExpired
 	}
 	line := outcomeLine(o)
-	if err := b.db.closePrompt(closeCtx, evt, state, line); err != nil {
+	if err := b.db.closePrompt(ctx, a.event, state, line); err != nil {
 		log.Warn().Err(err).Msg("Failed to record a prompt's outcome")
 	}
-	if err := b.edit(closeCtx, c.row.RoomID, evt, head+"\n"+line, kindPrompt); err != nil {
+	if err := b.edit(ctx, a.room, a.event, a.head+"\n"+line, kindPrompt); err != nil {
 		log.Warn().Err(err).Msg("Failed to show a prompt's outcome")
 	}
-	log.Info().Str("decision", string(d)).Msg("Consent prompt closed")
-	return d, err
+}
+
+// The hub's record of how it decided a request it asked about (see
+// hub.ConsentRecord.Source); other sources did not ask.
+const (
+	sourceAsked     = "asked"
+	sourceTimeout   = "timeout"
+	sourceCancelled = "cancelled"
+)
+
+var askedSources = []string{sourceAsked, sourceTimeout, sourceCancelled, "error", "invalid"}
+
+// settle makes every prompt of the query show the decision the hub
+// applied, as its record of the query says. They differ only when an answer
+// reached the hub after its deadline (the hub then denies): the prompt,
+// which showed the answer, is edited again.
+func (c *consenter) settle(ctx context.Context, reply *hub.Reply) {
+	c.mu.Lock()
+	asked := c.asked
+	c.mu.Unlock()
+	if len(asked) == 0 {
+		return
+	}
+	var consents []hub.ConsentRecord
+	if reply != nil && reply.Record != nil {
+		consents = reply.Record.Consents
+	}
+	used := make([]bool, len(consents))
+	for _, a := range asked {
+		// The correction must come after the first edit.
+		<-a.shownDone
+		i := -1
+		for j, rec := range consents {
+			if !used[j] && recordOf(rec, a.req) {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			continue
+		}
+		used[i] = true
+		applied := consents[i]
+		if applied.Decision == a.shown {
+			continue
+		}
+		log := c.bot.log.With().Str("prompt", a.event.String()).Str("shown", string(a.shown)).Str("applied", string(applied.Decision)).Str("source", applied.Source).Logger()
+		log.Warn().Msg("The hub applied another decision than the prompt showed; correcting the prompt")
+		o := outcome{kind: outcomeNotApplied}
+		switch applied.Source {
+		case sourceAsked:
+			o = outcome{kind: outcomeAnswered, decision: applied.Decision, by: a.req.User}
+		case sourceTimeout:
+			o.kind = outcomeTimeout
+		case sourceCancelled:
+			o.kind = outcomeCancelled
+		}
+		c.show(ctx, log, a, o)
+	}
+}
+
+// recordOf reports whether rec is the hub's record of asking req.
+func recordOf(rec hub.ConsentRecord, req hub.ConsentRequest) bool {
+	return slices.Contains(askedSources, rec.Source) &&
+		rec.Category == req.Category && rec.App == req.App && rec.Caller == req.Caller &&
+		rec.Function == req.Function && rec.InPlan == req.InPlan &&
+		bytes.Equal(rec.Args, req.Args) && bytes.Equal(rec.Result, req.Result) && slices.Equal(rec.Data, req.Data)
+}
+
+// place is where a prompt goes.
+type place struct {
+	room                id.RoomID
+	replyTo, threadRoot id.EventID
+	// private: the prompt goes to the user's direct chat with the bot,
+	// away from the room of their message; invited: that chat is new and
+	// the user only invited to it.
+	private, invited bool
+}
+
+// where decides where the prompt for req goes: beside the message that
+// caused it, unless it would show the user's data to others in that room.
+// Then it goes to the user's direct chat with the bot, made if need be.
+func (c *consenter) where(ctx context.Context, req hub.ConsentRequest) (place, error) {
+	here := place{room: c.row.RoomID, replyTo: c.row.EventID, threadRoot: c.row.ThreadRoot}
+	if !showsPrivateData(req) || c.bot.directWith(ctx, c.row.RoomID, c.row.UserID) {
+		return here, nil
+	}
+	room, created, err := c.bot.directChat(ctx, c.row.UserID)
+	if err != nil {
+		return place{}, err
+	}
+	return place{room: room, private: true, invited: created}, nil
+}
+
+// pointToDirectChat tells the user, in the room of their message, where
+// their prompt is; it shows nothing of the request.
+func (c *consenter) pointToDirectChat(ctx context.Context, log zerolog.Logger, invited bool) {
+	msg := mention(c.row.UserID) + ": I need your permission for a request; I've sent the details to our direct chat."
+	if invited {
+		msg += " Accept my invitation to it to see them."
+	}
+	c.tell(ctx, log, msg, kindNotice)
+}
+
+// unreachable tells the user, in the room of their message, that a prompt
+// that would have shown their data could not be put to them privately, so
+// the request was denied.
+func (c *consenter) unreachable(ctx context.Context, log zerolog.Logger, err error) {
+	if ctx.Err() != nil {
+		// The request ended meanwhile: nothing was denied for want of a chat.
+		return
+	}
+	log.Warn().Err(err).Msg("Failed to reach a user in a direct chat; denying")
+	c.tell(ctx, log, mention(c.row.UserID)+": I need your permission for a request that would show your data, but I could not reach you in a direct chat, so I denied it. Start a direct chat with me and ask again.", kindError)
+}
+
+// tell sends a notice about the prompt to the room of the user's message,
+// pinging the user.
+func (c *consenter) tell(ctx context.Context, log zerolog.Logger, msg, kind string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	_, err := c.bot.post(ctx, message{room: c.row.RoomID, replyTo: c.row.EventID, threadRoot: c.row.ThreadRoot, markdown: msg, kind: kind, mention: c.row.UserID})
+	if err != nil {
+		log.Warn().Err(err).Msg("Failed to send a notice about a prompt")
+	}
+}
+
+// mention is a pill for user.
+func mention(user id.UserID) string {
+	return fmt.Sprintf("[%s](%s)", user, matrixTo(user.String()))
+}
+
+// matrixTo links to a user, a room, or an event in a room.
+func matrixTo(parts ...string) string {
+	link := "https://matrix.to/#"
+	for _, p := range parts {
+		link += "/" + url.PathEscape(p)
+	}
+	return link
 }

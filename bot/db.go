@@ -32,7 +32,10 @@ const (
 	stateAnswered    = "answered"
 	stateRefused     = "refused"
 	stateInterrupted = "interrupted"
-	stateFailed      = "failed" // the answer could not be sent
+	// stateFailed: the answer could not be sent, and the user is still to
+	// be told; stateReported: they were told.
+	stateFailed   = "failed"
+	stateReported = "reported"
 )
 
 // Prompt states.
@@ -201,14 +204,40 @@ func (d *botDB) queuedUsers(ctx context.Context) ([]id.UserID, error) {
 	}, err).AsList()
 }
 
-// forget erases the text of the user's messages: the rows stay, so that a
-// replayed event is still recognised.
-func (d *botDB) forget(ctx context.Context, user id.UserID) error {
-	_, err := d.db.Exec(ctx, "UPDATE bot_inbox SET body='' WHERE user_id=$1 AND state NOT IN ('queued', 'working')", user)
+// undelivered returns the messages whose answers could not be sent and
+// whose senders were not told yet: user's, or everyone's for "".
+func (d *botDB) undelivered(ctx context.Context, user id.UserID) ([]inboxRow, error) {
+	rows, err := d.db.Query(ctx, "SELECT "+inboxColumns+" FROM bot_inbox WHERE state=$1 AND ($2='' OR user_id=$2) ORDER BY seq", stateFailed, user)
+	return dbutil.NewRowIterWithError(rows, scanInbox, err).AsList()
+}
+
+// claimUndelivered marks a failed message reported, and reports false when
+// it no longer was failed: someone else is telling the user.
+func (d *botDB) claimUndelivered(ctx context.Context, evt id.EventID) (bool, error) {
+	res, err := d.db.Exec(ctx, "UPDATE bot_inbox SET state=$2, updated_at=$3 WHERE event_id=$1 AND state=$4", evt, stateReported, now(), stateFailed)
 	if err != nil {
-		return fmt.Errorf("failed to erase inbox: %w", err)
+		return false, fmt.Errorf("failed to update inbox: %w", err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("failed to update inbox: %w", err)
+	}
+	return n == 1, nil
+}
+
+// forget erases the text of the user's messages and of the prompts that
+// asked them, which show their data: the rows stay, so that a replayed
+// event is still recognised and a prompt left open can still be closed.
+func (d *botDB) forget(ctx context.Context, user id.UserID) error {
+	return d.db.DoTxn(ctx, nil, func(ctx context.Context) error {
+		if _, err := d.db.Exec(ctx, "UPDATE bot_inbox SET body='' WHERE user_id=$1 AND state NOT IN ('queued', 'working')", user); err != nil {
+			return fmt.Errorf("failed to erase inbox: %w", err)
+		}
+		if _, err := d.db.Exec(ctx, "UPDATE bot_prompts SET markdown='' WHERE user_id=$1", user); err != nil {
+			return fmt.Errorf("failed to erase prompts: %w", err)
+		}
+		return nil
+	})
 }
 
 // prompt is one consent prompt.
@@ -243,13 +272,18 @@ func (d *botDB) closePrompt(ctx context.Context, evt id.EventID, state, outcome 
 	return nil
 }
 
-// isPrompt reports whether evt is one of the bot's consent prompts.
-func (d *botDB) isPrompt(ctx context.Context, evt id.EventID) (bool, error) {
-	var n int
-	if err := d.db.QueryRow(ctx, "SELECT COUNT(*) FROM bot_prompts WHERE event_id=$1", evt).Scan(&n); err != nil {
-		return false, fmt.Errorf("failed to look up prompt: %w", err)
+// promptOwner returns the user a consent prompt asked, and false when evt
+// is none of the bot's prompts.
+func (d *botDB) promptOwner(ctx context.Context, evt id.EventID) (id.UserID, bool, error) {
+	var user id.UserID
+	err := d.db.QueryRow(ctx, "SELECT user_id FROM bot_prompts WHERE event_id=$1", evt).Scan(&user)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("failed to look up prompt: %w", err)
 	}
-	return n > 0, nil
+	return user, true, nil
 }
 
 // pendingPrompts returns the prompts still open.

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -253,6 +254,8 @@ type human struct {
 	mu      sync.Mutex
 	events  []*event.Event
 	typists map[id.UserID]bool
+	// invites are the rooms h was invited to, by inviter.
+	invites map[id.UserID][]id.RoomID
 	changed chan struct{}
 }
 
@@ -268,7 +271,7 @@ func newHuman(t *testing.T, name string) *human {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &human{t: t, id: userID, cli: cli, typists: map[id.UserID]bool{}, changed: make(chan struct{})}
+	h := &human{t: t, id: userID, cli: cli, typists: map[id.UserID]bool{}, invites: map[id.UserID][]id.RoomID{}, changed: make(chan struct{})}
 	ch, err := cryptohelper.NewCryptoHelper(cli, []byte("e2e pickle key of "+localpart), filepath.Join(t.TempDir(), "crypto.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -293,6 +296,18 @@ func newHuman(t *testing.T, name string) *human {
 		defer h.mu.Unlock()
 		for _, u := range evt.Content.AsTyping().UserIDs {
 			h.typists[u] = true
+		}
+	})
+	syncer.OnEventType(event.StateMember, func(_ context.Context, evt *event.Event) {
+		if evt.Mautrix.EventSource&event.SourceInvite == 0 || evt.GetStateKey() != userID.String() || evt.Content.AsMember().Membership != event.MembershipInvite {
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !slices.Contains(h.invites[evt.Sender], evt.RoomID) {
+			h.invites[evt.Sender] = append(h.invites[evt.Sender], evt.RoomID)
+			close(h.changed)
+			h.changed = make(chan struct{})
 		}
 	})
 	syncCtx, cancel := context.WithCancel(ctx)
@@ -339,6 +354,25 @@ func (h *human) waitFor(what string, match func(*event.Event) bool) *event.Event
 		case <-changed:
 		case <-deadline:
 			h.t.Fatalf("%s: no %s within %s", h.id, what, waitTimeout)
+		}
+	}
+}
+
+// waitInvite waits for an invite from inviter and returns its room.
+func (h *human) waitInvite(inviter id.UserID) id.RoomID {
+	h.t.Helper()
+	deadline := time.After(waitTimeout)
+	for {
+		h.mu.Lock()
+		rooms, changed := h.invites[inviter], h.changed
+		h.mu.Unlock()
+		if len(rooms) > 0 {
+			return rooms[0]
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			h.t.Fatalf("%s: no invite from %s within %s", h.id, inviter, waitTimeout)
 		}
 	}
 }
@@ -535,6 +569,7 @@ type botProc struct {
 	dir     string
 	config  string
 	logPath string
+	cfg     map[string]any
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -616,15 +651,10 @@ func startBot(t *testing.T, o botOptions) *botProc {
 			"consent_settle":    o.settle.String(),
 		},
 	}
-	raw, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b.config = filepath.Join(b.dir, "config.yaml")
 	b.logPath = filepath.Join(b.dir, "bot.log")
-	if err := os.WriteFile(b.config, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	b.cfg = cfg
+	b.writeConfig()
 	t.Cleanup(func() {
 		b.stop()
 		if t.Failed() {
@@ -634,6 +664,26 @@ func startBot(t *testing.T, o botOptions) *botProc {
 	})
 	b.start()
 	return b
+}
+
+// writeConfig writes b.cfg to the bot's config file.
+func (b *botProc) writeConfig() {
+	b.t.Helper()
+	raw, err := yaml.Marshal(b.cfg)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(b.config, raw, 0o600); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// setDisplayName configures the display name the bot sets at its next
+// start.
+func (b *botProc) setDisplayName(name string) {
+	b.t.Helper()
+	b.cfg["bot"].(map[string]any)["display_name"] = name
+	b.writeConfig()
 }
 
 // start runs the binary and waits until it syncs.

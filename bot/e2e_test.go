@@ -504,3 +504,97 @@ func TestAccessTokenLogin(t *testing.T) {
 	b.start()
 	alice.command(b, room, "!grants")
 }
+
+// TestMessageWhileDownSurvivesANewDisplayName: the bot sets a new display
+// name at start, which is a new member event of the bot (a join over a
+// join) after the messages sent while it was down. Those are still
+// answered: only a real join makes what precedes it history.
+func TestMessageWhileDownSurvivesANewDisplayName(t *testing.T) {
+	b := startBot(t, botOptions{})
+	alice := newHuman(t, "u-alice")
+	room := alice.dm(b, true)
+	alice.command(b, room, "!help")
+	b.stop()
+	b.setDisplayName("secgpt, renamed")
+	q := alice.say(room, "!grants")
+	b.start()
+	alice.waitFor("the bot's new name", func(evt *event.Event) bool {
+		return evt.RoomID == room && evt.Type == event.StateMember && evt.GetStateKey() == b.id.String() &&
+			evt.Content.AsMember().Displayname == "secgpt, renamed"
+	})
+	alice.waitFor("reply to the message sent while the bot was down", botMessage(b, room, q, "reply"))
+}
+
+// TestPrivatePromptsInASharedRoom: in a room Alice shares with Bob, a
+// prompt that shows only what Alice typed there stays in the room; one
+// that would show her recorded data (the health details travel_mate's
+// description asks for) goes to her direct chat with the bot, which the
+// bot creates and invites her to. The shared room gets a notice naming
+// her; her answers in the direct chat count; Bob sees none of the data.
+func TestPrivatePromptsInASharedRoom(t *testing.T) {
+	const (
+		healthQuery = "Use health_companion to book an appointment with my details: name = 'Michael Smith', date_of_birth = 'May 20th, 1980', symptoms = 'severe asthma', date = 'June 1st', city = 'Irvine'."
+		flightQuery = "Use travel_mate to book a flight from 'Irvine' to 'Paris' on 'June 10th'."
+	)
+	b := startBot(t, botOptions{apps: []string{"health_companion", "travel_mate"}})
+	alice := newHuman(t, "u-alice")
+	bob := newHuman(t, "u-bob")
+	room := alice.createRoom(true, false, b.id, bob.id)
+	alice.waitMember(room, b.id, event.MembershipJoin)
+	bob.join(room)
+	alice.waitMember(room, bob.id, event.MembershipJoin)
+
+	// What Alice types in the room may be shown there.
+	q1 := alice.say(room, "! "+healthQuery)
+	alice.react(room, alice.waitFor("prompt in the room", botMessage(b, room, q1, "prompt")).ID, "✅", true)
+	alice.waitFor("health answer", botMessage(b, room, q1, "answer"))
+
+	// Her recorded details may not.
+	q2 := alice.say(room, "! "+flightQuery)
+	notice := alice.waitFor("notice in the room", botMessage(b, room, q2, "notice"))
+	if c := msg(notice); !strings.Contains(c.Body, "direct chat") || c.Mentions == nil || !slices.Equal(c.Mentions.UserIDs, []id.UserID{alice.id}) {
+		t.Errorf("notice %q mentions %+v", c.Body, c.Mentions)
+	}
+	dm := alice.waitInvite(b.id)
+	alice.join(dm)
+	answered := map[id.EventID]bool{}
+	var sawData bool
+	for {
+		evt := alice.waitFor("a prompt in the direct chat or the answer", func(evt *event.Event) bool {
+			return botMessage(b, room, q2, "answer")(evt) || (botMessage(b, dm, "", "prompt")(evt) && !answered[evt.ID])
+		})
+		if evt.RoomID == room {
+			break
+		}
+		answered[evt.ID] = true
+		sawData = sawData || strings.Contains(msg(evt).Body, "May 20th, 1980")
+		alice.react(dm, evt.ID, "✅", true)
+	}
+	if !sawData {
+		t.Error("no prompt in the direct chat showed the data")
+	}
+	if members, err := alice.cli.JoinedMembers(context.Background(), dm); err != nil || len(members.Joined) != 2 {
+		t.Errorf("the direct chat's members: %+v, %v", members, err)
+	}
+
+	// Bob saw the notice and nothing of the request (the first prompt
+	// showed what Alice had typed in front of him).
+	bob.waitFor("the notice", func(evt *event.Event) bool { return evt.ID == notice.ID })
+	afterQ2 := false
+	for _, evt := range bob.all(func(*event.Event) bool { return true }) {
+		afterQ2 = afterQ2 || evt.ID == q2
+		if afterQ2 && evt.Sender == b.id && kindOf(evt) != "answer" && strings.Contains(msg(evt).Body, "1980") {
+			t.Errorf("Bob was shown Alice's data in a %s: %s", kindOf(evt), msg(evt).Body)
+		}
+	}
+	if p := bob.all(botMessage(b, room, q2, "prompt")); len(p) != 0 {
+		t.Errorf("a prompt for the flight was posted in the shared room: %s", msg(p[0]).Body)
+	}
+
+	// The next such prompt uses the same direct chat.
+	q3 := alice.say(room, "! "+flightQuery)
+	alice.waitFor("second notice", botMessage(b, room, q3, "notice"))
+	alice.waitFor("a new prompt in the same direct chat", func(evt *event.Event) bool {
+		return botMessage(b, dm, "", "prompt")(evt) && !answered[evt.ID]
+	})
+}

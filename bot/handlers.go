@@ -50,11 +50,10 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 	}
 	// A reply may quote what it replies to; only the new text counts.
 	body, html := content.Body, content.FormattedBody
-	replyTo := rel.GetReplyTo()
-	if replyTo != "" {
+	if rel.GetReplyTo() != "" {
 		body, html = event.TrimReplyFallbackText(body), event.TrimReplyFallbackHTML(html)
 	}
-	if b.takeAnswer(ctx, evt, replyTo, body) {
+	if b.takeAnswer(ctx, log, evt, rel, body) {
 		return
 	}
 	repliesToBot := false
@@ -81,8 +80,9 @@ func (b *Bot) onMessage(ctx context.Context, evt *event.Event) {
 		Kind: req.Kind, Body: req.Text, State: stateQueued,
 	}
 	switch {
-	case len(content.Body) > b.opts.MaxMessageBytes:
-		row.Kind, row.Body = kindReject, fmt.Sprintf("Your message is too long (%d bytes; the limit is %d). Please shorten it.", len(content.Body), b.opts.MaxMessageBytes)
+	case len(body) > b.opts.MaxMessageBytes:
+		// The quoted reply fallback is the client's, not the user's text.
+		row.Kind, row.Body = kindReject, fmt.Sprintf("Your message is too long (%d bytes; the limit is %d). Please shorten it.", len(body), b.opts.MaxMessageBytes)
 	case content.MsgType != event.MsgText && content.MsgType != event.MsgEmote:
 		row.Kind, row.Body = kindReject, "I can only read text messages."
 	case req.Kind == kindCommand && req.Command == cmdUnknown:
@@ -105,16 +105,14 @@ func (b *Bot) accept(ctx context.Context, log zerolog.Logger, row inboxRow, req 
 	}
 	if req.Kind == kindCommand && req.Command == cmdCancel {
 		// !cancel acts at once: it must not wait behind what it cancels.
-		row.State = stateAnswered
-		if added, err := b.db.add(ctx, row); err != nil || !added {
+		if !b.recordAnswered(ctx, log, row) {
 			return
 		}
-		stopped := b.cancelRunning(row.UserID)
 		msg := "There is nothing running for you to stop."
-		if stopped {
+		if b.cancelRunning(row.UserID) {
 			msg = "Stopping the request I was working on for you."
 		}
-		b.goBackground(func(ctx context.Context) { b.sendLogged(ctx, row, msg, kindNotice) })
+		b.answerNow(log, row, msg, kindNotice)
 		return
 	}
 	refusal := ""
@@ -144,6 +142,34 @@ func (b *Bot) accept(ctx context.Context, log zerolog.Logger, row inboxRow, req 
 	b.wake(row.UserID)
 }
 
+// recordAnswered records a message the bot answers at once, outside the
+// user's queue. It reports false for a message seen before (a replayed
+// sync), which must not be answered again.
+func (b *Bot) recordAnswered(ctx context.Context, log zerolog.Logger, row inboxRow) bool {
+	row.State = stateAnswered
+	added, err := b.db.add(ctx, row)
+	if err != nil {
+		log.Error().Err(err).Msg("Failed to record a message; it is dropped")
+	}
+	return added
+}
+
+// answerNow sends msg in reply to row's message without waiting for the
+// queue, within the user's rate like every other message: a flood is not
+// answered by a flood, and the refusal notice is sent at most once per
+// window.
+func (b *Bot) answerNow(log zerolog.Logger, row inboxRow, msg, kind string) {
+	if !b.limiter.allow(row.UserID, time.Now()) {
+		log.Info().Msg("Not answering a message beyond the user's rate")
+		if b.refusalNoticeDue(row.UserID) {
+			refusal := fmt.Sprintf("You are sending messages faster than I take them (at most %d per %s), so I will not answer every one. Please wait a little.", b.opts.RateMessages, b.opts.RateWindow)
+			b.goBackground(func(ctx context.Context) { b.sendLogged(ctx, row, refusal, kindError) })
+		}
+		return
+	}
+	b.goBackground(func(ctx context.Context) { b.sendLogged(ctx, row, msg, kind) })
+}
+
 // refusalNoticeDue limits refusal notices to one per user per rate
 // window, so that a flood is not answered by a flood.
 func (b *Bot) refusalNoticeDue(user id.UserID) bool {
@@ -156,26 +182,48 @@ func (b *Bot) refusalNoticeDue(user id.UserID) bool {
 	return true
 }
 
-// takeAnswer takes a message as the answer to a consent prompt: a reply to
-// an open prompt whose text is an answer word, or such a word when its
-// sender has exactly one prompt open in the room. Answer words replying to
-// a closed prompt are dropped. It reports whether the message was consumed.
-func (b *Bot) takeAnswer(ctx context.Context, evt *event.Event, replyTo id.EventID, body string) bool {
+// closedPromptNotice answers an answer word replying to a prompt that is
+// no longer open.
+const closedPromptNotice = "That permission request is already closed, so your answer did not count."
+
+// takeAnswer takes a message whose text is an answer word as the answer to
+// a consent prompt. A reply answers the prompt it replies to and no other:
+// one replying to a closed prompt is consumed without effect (its sender is
+// told), never taken for a newer prompt. Only a message that replies to
+// nothing answers its sender's only open prompt in the room. It reports
+// whether the message was consumed.
+func (b *Bot) takeAnswer(ctx context.Context, log zerolog.Logger, evt *event.Event, rel *event.RelatesTo, body string) bool {
 	d, ok := wordDecision(body)
 	if !ok {
 		return false
 	}
-	if replyTo != "" && b.prompts.answer(evt.RoomID, replyTo, evt.Sender, d) {
+	// In a thread, a client sets in_reply_to to the thread's latest event
+	// as a fallback for clients without threads: that is no reply the user
+	// chose.
+	target := rel.GetNonFallbackReplyTo()
+	if target == "" {
+		p := b.prompts.soleOpen(evt.RoomID, evt.Sender)
+		return p != "" && b.prompts.answer(evt.RoomID, p, evt.Sender, d)
+	}
+	if b.prompts.answer(evt.RoomID, target, evt.Sender, d) {
 		return true
 	}
-	if p := b.prompts.soleOpen(evt.RoomID, evt.Sender); p != "" {
-		return b.prompts.answer(evt.RoomID, p, evt.Sender, d)
+	owner, isPrompt, err := b.db.promptOwner(ctx, target)
+	switch {
+	case err != nil:
+		// It may have been meant for a prompt: better unanswered than
+		// taken for a query.
+		log.Warn().Err(err).Msg("Failed to look up a reply's target; answer dropped")
+		return true
+	case !isPrompt:
+		return false
+	case owner == evt.Sender:
+		row := inboxRow{EventID: evt.ID, RoomID: evt.RoomID, UserID: evt.Sender, ThreadRoot: rel.GetThreadParent(), Kind: kindReject, Body: closedPromptNotice}
+		if b.recordAnswered(ctx, log, row) {
+			b.answerNow(log, row, closedPromptNotice, kindNotice)
+		}
 	}
-	if replyTo != "" {
-		closed, err := b.db.isPrompt(ctx, replyTo)
-		return err == nil && closed
-	}
-	return false
+	return true
 }
 
 // isDirect reports whether the room's only other member (joined or

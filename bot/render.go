@@ -156,6 +156,8 @@ func outcomeLine(o outcome) string {
 		return "**⏱️ No answer in time: denied.**"
 	case outcomeCancelled:
 		return "**⏹️ Cancelled: denied.**"
+	case outcomeNotApplied:
+		return "**❌ Denied: the answer could not be applied.**"
 	}
 	// outcomeRestart: the bot stopped while the prompt was open.
 	return "**⌛ Expired (restart): denied.** Send your message again if you still want it."
@@ -175,6 +177,9 @@ const (
 	outcomeTimeout
 	outcomeCancelled
 	outcomeRestart
+	// outcomeNotApplied: the hub denied what the prompt had shown as the
+	// user's answer.
+	outcomeNotApplied
 )
 
 // helpText lists the commands.

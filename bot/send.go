@@ -2,9 +2,13 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"time"
 
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/format"
 	"maunium.net/go/mautrix/id"
@@ -39,28 +43,83 @@ func content(markdown string) *event.MessageEventContent {
 	return &c
 }
 
+// message is one message the bot sends.
+type message struct {
+	room id.RoomID
+	// replyTo is the message answered, threadRoot its thread, if any.
+	replyTo, threadRoot id.EventID
+	markdown            string
+	kind                string
+	// mention is pinged; nobody is when it is empty.
+	mention id.UserID
+	// txn is the transaction ID; sending again with the same one cannot
+	// post the message twice. Empty: a new one.
+	txn string
+}
+
 // send replies to the message replyTo (in its thread, if threadRoot is set)
 // and records the message as the bot's.
 func (b *Bot) send(ctx context.Context, room id.RoomID, replyTo, threadRoot id.EventID, markdown, kind string) (id.EventID, error) {
-	c := content(markdown)
-	rel := &event.RelatesTo{}
-	if threadRoot != "" {
-		rel.SetThread(threadRoot, "")
+	return b.post(ctx, message{room: room, replyTo: replyTo, threadRoot: threadRoot, markdown: markdown, kind: kind})
+}
+
+// post sends m and records it as the bot's.
+func (b *Bot) post(ctx context.Context, m message) (id.EventID, error) {
+	c := content(m.markdown)
+	if m.mention != "" {
+		c.Mentions.UserIDs = []id.UserID{m.mention}
 	}
-	if replyTo != "" {
-		rel.SetReplyTo(replyTo)
+	rel := &event.RelatesTo{}
+	if m.threadRoot != "" {
+		rel.SetThread(m.threadRoot, "")
+	}
+	if m.replyTo != "" {
+		rel.SetReplyTo(m.replyTo)
 	}
 	if rel.Type != "" || rel.InReplyTo != nil {
 		c.RelatesTo = rel
 	}
-	resp, err := b.cli.SendMessageEvent(ctx, room, event.EventMessage, &event.Content{Parsed: c, Raw: map[string]any{KindKey: kind}})
+	resp, err := b.cli.SendMessageEvent(ctx, m.room, event.EventMessage, &event.Content{Parsed: c, Raw: map[string]any{KindKey: m.kind}},
+		mautrix.ReqSendEvent{TransactionID: m.txn})
 	if err != nil {
 		return "", fmt.Errorf("failed to send message: %w", err)
 	}
-	if err := b.db.addSent(ctx, resp.EventID, room, kind); err != nil {
+	if err := b.db.addSent(ctx, resp.EventID, m.room, m.kind); err != nil {
 		b.log.Warn().Err(err).Msg("Failed to record a sent message")
 	}
 	return resp.EventID, nil
+}
+
+// deliver posts m, trying again after each of b.retryWaits while the
+// failure may pass (mautrix has already retried the request a few times by
+// then). Every attempt carries one transaction ID, so a message the
+// homeserver took before a lost response is not posted twice.
+func (b *Bot) deliver(ctx context.Context, m message) (id.EventID, error) {
+	m.txn = b.cli.TxnID()
+	for attempt := 0; ; attempt++ {
+		evt, err := b.post(ctx, m)
+		if err == nil || attempt == len(b.retryWaits) || !transient(err) || ctx.Err() != nil {
+			return evt, err
+		}
+		b.log.Warn().Err(err).Int("attempt", attempt+1).Stringer("room_id", m.room).Msg("Failed to send a message; trying again")
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(b.retryWaits[attempt]):
+		}
+	}
+}
+
+// transient reports whether sending again may succeed: anything but a
+// refusal of the request itself (a 4xx other than rate limiting), such as
+// the bot no longer being in the room.
+func transient(err error) bool {
+	var he mautrix.HTTPError
+	if errors.As(err, &he) && he.Response != nil {
+		code := he.Response.StatusCode
+		return code == http.StatusTooManyRequests || code >= 500 || code < 400
+	}
+	return true
 }
 
 // edit replaces the text of one of the bot's messages.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
@@ -443,6 +444,12 @@ func TestHistoryEnd(t *testing.T) {
 	member := func(user, m string) *event.Event {
 		return &event.Event{Type: event.StateMember, StateKey: &[]string{user}[0], Content: event.Content{Raw: map[string]any{"membership": m}}}
 	}
+	// changed is a member event over a join: a new display name or avatar.
+	changed := func(user, prev string) *event.Event {
+		evt := member(user, "join")
+		evt.Unsigned.PrevContent = &event.Content{Raw: map[string]any{"membership": prev, "displayname": "old"}}
+		return evt
+	}
 	text := &event.Event{Type: event.EventMessage}
 	for _, tc := range []struct {
 		name     string
@@ -454,9 +461,121 @@ func TestHistoryEnd(t *testing.T) {
 		{"join without the invite", []*event.Event{text, text, member(me, "join"), text}, 3},
 		{"someone else's join", []*event.Event{text, member("@a:x", "invite"), member("@a:x", "join"), text}, 0},
 		{"left, invited again, joined again", []*event.Event{member(me, "join"), text, member(me, "leave"), text, member(me, "invite"), text, member(me, "join")}, 5},
+		{"display name changed after messages sent while down", []*event.Event{text, text, changed(me, "join")}, 0},
+		{"joined, then display name changed", []*event.Event{text, member(me, "join"), text, changed(me, "join"), text}, 2},
+		{"join over a leave", []*event.Event{text, changed(me, "leave"), text}, 2},
 	} {
 		if got := historyEnd(tc.timeline, me); got != tc.want {
 			t.Errorf("%s: historyEnd = %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestHistoryMarksOutliveTheirSync: an event of a just-joined room's
+// backlog stays history when its keys arrive later and it is handled after
+// further syncs.
+func TestHistoryMarksOutliveTheirSync(t *testing.T) {
+	b := &Bot{opts: Options{UserID: "@secgpt:x"}}
+	s := newSyncer(b)
+	old := &event.Event{ID: "$old", Type: event.EventEncrypted}
+	join := &event.Event{ID: "$join", Type: event.StateMember, StateKey: &[]string{"@secgpt:x"}[0], Content: event.Content{Raw: map[string]any{"membership": "join"}}}
+	var joined mautrix.RespSync
+	joined.Rooms.Join = map[id.RoomID]*mautrix.SyncJoinedRoom{"!r:x": {Timeline: mautrix.SyncTimeline{SyncEventsList: mautrix.SyncEventsList{Events: []*event.Event{old, join}}}}}
+	ctx := context.WithValue(context.Background(), mautrix.SyncTokenContextKey, "s1")
+	s.beforeDispatch(ctx, &joined, "s1")
+	s.beforeDispatch(ctx, &mautrix.RespSync{}, "s2")
+	if !s.isHistory(ctx, old) {
+		t.Error("a backlog event decrypted after the next sync was taken as new")
+	}
+}
+
+// TestForgetErasesPrompts: !forget blanks the text of the user's prompts,
+// which show their data, and only theirs.
+func TestForgetErasesPrompts(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "secgpt.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	db, err := openBotDB(ctx, st.DB(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []prompt{
+		{EventID: "$a1", RoomID: "!r:x", UserID: "@a:x", Markdown: "date_of_birth = May 20th, 1980"},
+		{EventID: "$a2", RoomID: "!r:x", UserID: "@a:x", Markdown: "symptoms = asthma"},
+		{EventID: "$b1", RoomID: "!r:x", UserID: "@b:x", Markdown: "Bob's own"},
+	} {
+		if err := db.addPrompt(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.closePrompt(ctx, "$a1", promptDecided, "allowed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.forget(ctx, "@a:x"); err != nil {
+		t.Fatal(err)
+	}
+	for evt, want := range map[id.EventID]string{"$a1": "", "$a2": "", "$b1": "Bob's own"} {
+		var md string
+		if err := st.DB().QueryRow(ctx, "SELECT markdown FROM bot_prompts WHERE event_id=$1", evt).Scan(&md); err != nil || md != want {
+			t.Errorf("prompt %s keeps %q (%v), want %q", evt, md, err, want)
+		}
+	}
+}
+
+// TestTokensWaitForLateDecryption: while an encrypted event waits for its
+// keys, the tokens of its response and later ones are not saved, so that a
+// crash makes the homeserver send it again; once it is handled they are.
+func TestTokensWaitForLateDecryption(t *testing.T) {
+	ctx := context.Background()
+	b := &Bot{opts: Options{UserID: "@secgpt:x"}, log: zerolog.Nop()}
+	s := newSyncer(b)
+	store := mautrix.NewMemorySyncStore()
+	s.tokens = &deferredTokens{SyncStore: store, user: "@secgpt:x"}
+	// As cryptohelper's handler: it settles "$now" at once and leaves
+	// "$late" waiting.
+	s.OnEventType(event.EventEncrypted, func(ctx context.Context, evt *event.Event) {
+		if evt.ID == "$now" {
+			s.settle(ctx, evt.ID)
+		}
+	})
+	s.OnEventType(event.EventEncrypted, s.afterEncrypted)
+	respond := func(token string, events ...string) {
+		t.Helper()
+		var timeline []string
+		for _, e := range events {
+			timeline = append(timeline, `{"type":"m.room.encrypted","event_id":"`+e+`","sender":"@a:x","origin_server_ts":1,"content":{"algorithm":"m.megolm.v1.aes-sha2","ciphertext":"x","session_id":"s","sender_key":"k","device_id":"D"}}`)
+		}
+		var resp mautrix.RespSync
+		raw := `{"next_batch":"` + token + `","rooms":{"join":{"!r:x":{"timeline":{"events":[` + strings.Join(timeline, ",") + `]}}}}}`
+		if err := json.Unmarshal([]byte(raw), &resp); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ProcessResponse(ctx, &resp, "since"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved := func() string {
+		token, _ := store.LoadNextBatch(ctx, "@secgpt:x")
+		return token
+	}
+	respond("t1", "$now")
+	if got := saved(); got != "t1" {
+		t.Errorf("after an event decrypted at once: saved %q, want t1", got)
+	}
+	respond("t2", "$late")
+	respond("t3")
+	if got := saved(); got != "t1" {
+		t.Errorf("while an event waits for keys: saved %q, want t1 (the token before it)", got)
+	}
+	s.settle(ctx, "$late")
+	if got := saved(); got != "t3" {
+		t.Errorf("once it was handled: saved %q, want t3", got)
+	}
+	respond("t4")
+	if got := saved(); got != "t4" {
+		t.Errorf("saved %q, want t4", got)
 	}
 }

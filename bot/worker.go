@@ -2,10 +2,12 @@ package bot
 
 import (
 	"context"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	"maunium.net/go/mautrix/id"
 
 	"github.com/secgpt/secgpt/hub"
@@ -44,6 +46,9 @@ func (b *Bot) wake(user id.UserID) {
 func (b *Bot) serve(ctx context.Context, user id.UserID, q *userQueue) {
 	log := b.log.With().Str("user", user.String()).Logger()
 	for ctx.Err() == nil {
+		// The user is here again: a good time to say what could not be
+		// delivered before.
+		b.reportUndelivered(ctx, user)
 		row, ok, err := b.db.next(ctx, user)
 		if err != nil {
 			log.Error().Err(err).Msg("Failed to read the inbox")
@@ -102,25 +107,20 @@ func (b *Bot) process(ctx context.Context, row inboxRow) bool {
 		log.Error().Err(err).Msg("Failed to start serving a message")
 		return false
 	}
-	var text, kind string
-	switch row.Kind {
-	case kindQuery:
-		text, kind = b.query(ctx, row)
-	case kindCommand:
-		name, args, _ := strings.Cut(row.Body, " ")
-		text, kind = b.command(ctx, row, name, strings.TrimSpace(args)), kindReply
-	default:
-		text, kind = row.Body, kindError
-	}
+	text, kind := b.work(ctx, log, row)
 	if ctx.Err() != nil {
 		// The bot is stopping: the row stays working and is reported as
 		// interrupted at the next start.
 		return true
 	}
-	answer, err := b.send(ctx, row.RoomID, row.EventID, row.ThreadRoot, text, kind)
+	answer, err := b.deliver(ctx, message{room: row.RoomID, replyTo: row.EventID, threadRoot: row.ThreadRoot, markdown: text, kind: kind})
 	state := stateAnswered
-	if err != nil {
-		log.Error().Err(err).Msg("Failed to send an answer")
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// Stopped while trying: as above, the user hears at the next start.
+		return true
+	case err != nil:
+		log.Error().Err(err).Msg("Failed to send an answer; the user is told when they can be reached")
 		state = stateFailed
 	}
 	if err := b.db.setState(ctx, row.EventID, state, answer); err != nil {
@@ -128,6 +128,61 @@ func (b *Bot) process(ctx context.Context, row inboxRow) bool {
 		return false
 	}
 	return true
+}
+
+// work computes the answer to one message. A panic while serving it (in
+// the bot or the hub) costs that message, not the bot: the user is told
+// the request failed, and the queue goes on.
+func (b *Bot) work(ctx context.Context, log zerolog.Logger, row inboxRow) (text, kind string) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error().Any("panic", r).Str("stack", string(debug.Stack())).Msg("Panic while serving a message")
+			text, kind = "Sorry, something went wrong on my side, so your request failed.", kindError
+		}
+	}()
+	switch row.Kind {
+	case kindQuery:
+		return b.query(ctx, row)
+	case kindCommand:
+		name, args, _ := strings.Cut(row.Body, " ")
+		return b.command(ctx, row, name, strings.TrimSpace(args)), kindReply
+	default:
+		return row.Body, kindError
+	}
+}
+
+// undeliveredNotice tells a user that an answer could not be sent. The
+// answer's text is not kept: it may hold what the user asked to forget.
+const undeliveredNotice = "I could not deliver my answer to this message. Send it again if you still want it."
+
+// reportUndelivered tells users whose answers could not be sent: user, or
+// everyone for "". A row is marked reported before its notice goes out (a
+// crash in between loses the notice rather than sending it twice) and
+// marked failed again when the notice cannot be sent either, to be tried
+// when the user is next served.
+func (b *Bot) reportUndelivered(ctx context.Context, user id.UserID) {
+	rows, err := b.db.undelivered(ctx, user)
+	if err != nil {
+		b.log.Warn().Err(err).Msg("Failed to read undelivered answers")
+		return
+	}
+	for _, r := range rows {
+		log := b.log.With().Str("event_id", r.EventID.String()).Str("user", r.UserID.String()).Logger()
+		if claimed, err := b.db.claimUndelivered(ctx, r.EventID); err != nil {
+			log.Warn().Err(err).Msg("Failed to mark an undelivered answer reported")
+			return
+		} else if !claimed {
+			continue
+		}
+		if _, err := b.send(ctx, r.RoomID, r.EventID, r.ThreadRoot, undeliveredNotice, kindError); err != nil {
+			log.Warn().Err(err).Msg("Failed to tell a user an answer was not delivered")
+			if err := b.db.setState(context.WithoutCancel(ctx), r.EventID, stateFailed, ""); err != nil {
+				log.Error().Err(err).Msg("Failed to keep an undelivered answer for later")
+			}
+			return
+		}
+		log.Info().Msg("Told a user an answer was not delivered")
+	}
 }
 
 // query has the hub serve a query, showing typing meanwhile.
@@ -138,10 +193,9 @@ func (b *Bot) query(ctx context.Context, row inboxRow) (string, string) {
 	defer b.setCancel(row.UserID, nil)
 	t := b.startTyping(qctx, row.RoomID)
 	defer t.stop()
-	reply, err := b.hub.Handle(qctx, hub.Request{
-		User: row.UserID.String(), Query: row.Body,
-		Consenter: &consenter{bot: b, row: row, typing: t},
-	})
+	c := &consenter{bot: b, row: row, typing: t}
+	reply, err := b.hub.Handle(qctx, hub.Request{User: row.UserID.String(), Query: row.Body, Consenter: c})
+	c.settle(ctx, reply)
 	switch {
 	case err != nil && qctx.Err() != nil && ctx.Err() == nil:
 		return "Stopped, as you asked.", kindNotice

@@ -12,7 +12,8 @@ CREATE TABLE bot_meta (
 -- Every accepted incoming message, written inside the /sync handler before
 -- the sync token that covers it is saved, then served per user in seq order.
 -- state: queued -> working -> answered; refused (rate or queue limit);
--- interrupted (found working at start: the bot crashed while serving it).
+-- interrupted (found working at start: the bot crashed while serving it);
+-- failed (the answer could not be sent) -> reported (the user was told).
 CREATE TABLE bot_inbox (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id        TEXT NOT NULL UNIQUE,

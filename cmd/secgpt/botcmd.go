@@ -24,8 +24,7 @@ func runBot(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return &configError{err: err}
 	}
-	cfg.runsBot = true
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validateForBot(); err != nil {
 		return &configError{err: err}
 	}
 	secrets, err := cfg.Bot.secrets()

@@ -123,6 +123,21 @@ func (c *BotConfig) validate() error {
 	return nil
 }
 
+// validateForBot checks the whole config for `secgpt bot`: every section,
+// then what ties the bot's section to the others.
+func (c *Config) validateForBot() error {
+	c.runsBot = true
+	if err := c.validate(); err != nil {
+		return err
+	}
+	// A reaction that counts only after the prompt's deadline can never
+	// answer it.
+	if c.Bot.ConsentSettle >= c.Consent.Timeout {
+		return fmt.Errorf("config: bot.consent_settle: must be shorter than consent.timeout (%s), not %s", c.Consent.Timeout, c.Bot.ConsentSettle)
+	}
+	return nil
+}
+
 func checkPrefix(p string) error {
 	switch {
 	case p == "":

@@ -32,6 +32,7 @@ func TestBotConfigErrorsNameTheField(t *testing.T) {
 		{"no queue", goodBot + "  max_queued: 0\n", "bot.max_queued: must be positive"},
 		{"huge messages", goodBot + "  max_message_bytes: 100000\n", "bot.max_message_bytes: must be between"},
 		{"long settle", goodBot + "  consent_settle: 5m\n", "bot.consent_settle: must be a duration between"},
+		{"settle not before the deadline", "consent: {timeout: 30s}\n" + goodBot + "  consent_settle: 30s\n", "bot.consent_settle: must be shorter than consent.timeout (30s), not 30s"},
 		{"unknown field", goodBot + "  homesever: x\n", `unknown field "homesever" in bot`},
 	}
 	for _, tt := range tests {
@@ -42,8 +43,7 @@ func TestBotConfigErrorsNameTheField(t *testing.T) {
 			}
 			cfg, err := loadConfig(path)
 			if err == nil {
-				cfg.runsBot = true
-				err = cfg.validate()
+				err = cfg.validateForBot()
 			}
 			if err == nil {
 				t.Fatal("config accepted")
@@ -70,8 +70,7 @@ func TestBotSectionOnlyForTheBot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.runsBot = true
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validateForBot(); err != nil {
 		t.Errorf("a good bot section was refused: %v", err)
 	}
 }

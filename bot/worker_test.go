@@ -1,0 +1,129 @@
+package bot
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/secgpt/secgpt/hub"
+)
+
+// failMessages makes the fake homeserver refuse message sends with code
+// while on is set, and records the transactions it refused.
+type failMessages struct {
+	mu   sync.Mutex
+	on   bool
+	left int // refuse only this many more, if positive
+	code int
+	txns []string
+}
+
+func (f *failMessages) fail(r *http.Request) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.on || !strings.Contains(r.URL.Path, "/send/m.room.message/") {
+		return 0
+	}
+	if f.left > 0 {
+		f.left--
+		f.on = f.left > 0
+	}
+	f.txns = append(f.txns, r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:])
+	return f.code
+}
+
+func (f *failMessages) set(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.on = on
+}
+
+// TestAnswerSentAgainAfterAFailure: a send that fails for a while is tried
+// again with the same transaction, so the answer arrives once.
+func TestAnswerSentAgainAfterAFailure(t *testing.T) {
+	tb := newTestBot(t, Options{})
+	room := tb.room("!dm:x", alice)
+	f := &failMessages{on: true, left: 2, code: http.StatusBadGateway}
+	tb.hs.setFail(f.fail)
+	q := tb.say(room, alice, "hello")
+	tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer))
+	tb.waitState(t, q.ID, stateAnswered)
+	if n := len(tb.hs.all(replyOfKind(room, q.ID, kindAnswer))); n != 1 {
+		t.Errorf("%d answers", n)
+	}
+	ok := tb.hs.all(replyOfKind(room, q.ID, kindAnswer))[0].Txn
+	if len(f.txns) != 2 || f.txns[0] != ok || f.txns[1] != ok {
+		t.Errorf("refused transactions %q, then %q: retries must reuse the transaction", f.txns, ok)
+	}
+}
+
+// TestUndeliveredAnswerIsReported: an answer that cannot be sent leaves
+// the row failed; the user is told once, when the bot can reach them again
+// (their next message, or the next start), never twice.
+func TestUndeliveredAnswerIsReported(t *testing.T) {
+	tb := newTestBot(t, Options{})
+	room := tb.room("!dm:x", alice)
+	f := &failMessages{on: true, code: http.StatusForbidden}
+	tb.hs.setFail(f.fail)
+	q1 := tb.say(room, alice, "hello")
+	tb.waitState(t, q1.ID, stateFailed)
+	f.mu.Lock()
+	if tries := strings.Count(strings.Join(f.txns, " "), f.txns[0]); tries != 1 {
+		t.Errorf("an answer refused with 403 was tried %d times", tries)
+	}
+	f.mu.Unlock()
+	f.set(false)
+	q2 := tb.say(room, alice, "!help")
+	n := tb.hs.waitFor("notice about the lost answer", replyOfKind(room, q1.ID, kindError))
+	if n.body() != undeliveredNotice {
+		t.Errorf("notice = %q", n.body())
+	}
+	tb.hs.waitFor("next answer", replyOfKind(room, q2.ID, kindReply))
+	tb.waitState(t, q1.ID, stateReported)
+
+	// The next start tells nobody again.
+	if err := tb.resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tb.say(room, alice, "!help")
+	time.Sleep(100 * time.Millisecond)
+	if got := len(tb.hs.all(replyOfKind(room, q1.ID, kindError))); got != 1 {
+		t.Errorf("told %d times", got)
+	}
+
+	// An answer lost while the notice cannot be sent either waits for the
+	// next start.
+	f.set(true)
+	q3 := tb.say(room, alice, "hello again")
+	tb.waitState(t, q3.ID, stateFailed)
+	f.set(false)
+	if err := tb.resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tb.hs.waitFor("notice at start", replyOfKind(room, q3.ID, kindError))
+	tb.waitState(t, q3.ID, stateReported)
+}
+
+// TestPanicFailsOnlyItsMessage: a panic while serving a query is the end
+// of that query, not of the bot: the user is told, the row is done, and
+// the next message is served.
+func TestPanicFailsOnlyItsMessage(t *testing.T) {
+	tb := newTestBot(t, Options{})
+	room := tb.room("!dm:x", alice)
+	tb.hub.handle = func(_ context.Context, req hub.Request) (*hub.Reply, error) {
+		if req.Query == "boom" {
+			panic("a bug")
+		}
+		return &hub.Reply{Answer: "fine"}, nil
+	}
+	q1 := tb.say(room, alice, "boom")
+	q2 := tb.say(room, alice, "and now?")
+	if got := tb.hs.waitFor("failure notice", replyOfKind(room, q1.ID, kindError)); !strings.Contains(got.body(), "went wrong") {
+		t.Errorf("notice = %q", got.body())
+	}
+	tb.hs.waitFor("next answer", replyOfKind(room, q2.ID, kindAnswer))
+	tb.waitState(t, q1.ID, stateAnswered)
+}
