@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"unicode"
@@ -232,16 +233,18 @@ func (h *Hub) runSteps(ctx context.Context, q *query, steps []PlanStep, denied m
 		go func(s PlanStep) {
 			defer wg.Done()
 			defer close(done[s.ID])
-			o := h.runPlanStep(ctx, q, s, len(steps) == 1, denied, func(id string) (stepOutcome, bool) {
-				select {
-				case <-done[id]:
-				case <-ctx.Done():
-					return stepOutcome{}, false
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				return outcomes[id], true
-			}, apps)
+			o := guardStep(ctx, s, func() stepOutcome {
+				return h.runPlanStep(ctx, q, s, len(steps) == 1, denied, func(id string) (stepOutcome, bool) {
+					select {
+					case <-done[id]:
+					case <-ctx.Done():
+						return stepOutcome{}, false
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					return outcomes[id], true
+				}, apps)
+			})
 			mu.Lock()
 			outcomes[s.ID] = o
 			mu.Unlock()
@@ -249,6 +252,20 @@ func (h *Hub) runSteps(ctx context.Context, q *query, steps []PlanStep, denied m
 	}
 	wg.Wait()
 	return outcomes
+}
+
+// guardStep runs one step's work. A panic in it, a bug of the hub's, fails
+// that step with the stack in the log; it must not end the process that
+// serves every user.
+func guardStep(ctx context.Context, s PlanStep, run func() stepOutcome) (o stepOutcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			zerolog.Ctx(ctx).Error().Str("app", s.App).Str("step", s.ID).Interface("panic", r).
+				Bytes("stack", debug.Stack()).Msg("A step failed with a panic")
+			o = stepOutcome{err: userError(fmt.Errorf("panic: %v", r), "%s failed because of an internal error", s.App)}
+		}
+	}()
+	return run()
 }
 
 // runPlanStep waits for the step's inputs, copies them in with consent, and

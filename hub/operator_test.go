@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -74,4 +76,14 @@ func stepIDs(steps []PlanStep) string {
 		ids = append(ids, s.ID)
 	}
 	return strings.Join(ids, ",")
+}
+
+// TestGuardStepTurnsAPanicIntoTheStepsError: a bug that panics in one step
+// fails that step, with a message naming its app.
+func TestGuardStepTurnsAPanicIntoTheStepsError(t *testing.T) {
+	o := guardStep(context.Background(), PlanStep{ID: "s1", App: "metro_hail"}, func() stepOutcome { panic("boom") })
+	var herr *Error
+	if !errors.As(o.err, &herr) || !strings.Contains(herr.Message, "metro_hail") {
+		t.Fatalf("outcome = %+v, want an error naming metro_hail", o)
+	}
 }
