@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/store"
+	"github.com/secgpt/secgpt/store/storetest"
 )
 
 const (
@@ -258,11 +258,7 @@ type testBot struct {
 func newTestBot(t *testing.T, opts Options) *testBot {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "secgpt.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t)
 	hs := newFakeHS(t)
 	fh := &fakeHub{handle: func(context.Context, hub.Request) (*hub.Reply, error) {
 		return &hub.Reply{Answer: "fine"}, nil

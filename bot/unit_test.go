@@ -3,7 +3,6 @@ package bot
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/store"
+	"github.com/secgpt/secgpt/store/storetest"
 )
 
 func TestReactionDecision(t *testing.T) {
@@ -282,15 +282,7 @@ func TestCodeFences(t *testing.T) {
 // order, interrupted rows at start, and the pickle key kept once.
 func TestInboxLifecycle(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "secgpt.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	db, err := openBotDB(ctx, st.DB(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, db := openTestBotDB(t)
 	row := func(evt string) inboxRow {
 		return inboxRow{EventID: id.EventID(evt), RoomID: "!r:x", UserID: "@a:x", Kind: kindQuery, Body: evt, State: stateQueued}
 	}
@@ -493,15 +485,7 @@ func TestHistoryMarksOutliveTheirSync(t *testing.T) {
 // which show their data, and only theirs.
 func TestForgetErasesPrompts(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "secgpt.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	db, err := openBotDB(ctx, st.DB(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, db := openTestBotDB(t)
 	for _, p := range []prompt{
 		{EventID: "$a1", RoomID: "!r:x", UserID: "@a:x", Markdown: "date_of_birth = May 20th, 1980"},
 		{EventID: "$a2", RoomID: "!r:x", UserID: "@a:x", Markdown: "symptoms = asthma"},
@@ -578,4 +562,15 @@ func TestTokensWaitForLateDecryption(t *testing.T) {
 	if got := saved(); got != "t4" {
 		t.Errorf("saved %q, want t4", got)
 	}
+}
+
+// openTestBotDB opens a throw-away store and the bot's tables in it.
+func openTestBotDB(t *testing.T) (*store.Store, *botDB) {
+	t.Helper()
+	st := storetest.Open(t)
+	db, err := openBotDB(context.Background(), st.DB(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, db
 }
