@@ -190,6 +190,12 @@ func TestShowsPrivateData(t *testing.T) {
 		{"an app asks", with(func(r *hub.ConsentRequest) { r.Caller = "quick_ride" }), true},
 		{"data", consentRequest(alice, hub.CategoryData, time.Minute), true},
 		{"collab", with(func(r *hub.ConsentRequest) { r.Category = hub.CategoryCollab }), true},
+		{"several calls, all typed", with(func(r *hub.ConsentRequest) {
+			r.Args, r.Calls = nil, []hub.PlannedCall{{Function: "a", Args: json.RawMessage(`{"a":"Main Street"}`)}, {Function: "b", Args: json.RawMessage(`{}`)}}
+		}), false},
+		{"several calls, one with a value not typed", with(func(r *hub.ConsentRequest) {
+			r.Args, r.Calls = nil, []hub.PlannedCall{{Function: "a", Args: json.RawMessage(`{"a":"Main Street"}`)}, {Function: "b", Args: json.RawMessage(`{"body":"HIV status positive"}`)}}
+		}), true},
 	} {
 		if got := showsPrivateData(tc.req); got != tc.want {
 			t.Errorf("%s: showsPrivateData = %t, want %t", tc.name, got, tc.want)

@@ -35,16 +35,23 @@ func showsPrivateData(req hub.ConsentRequest) bool {
 			return true
 		}
 	}
-	if len(req.Args) == 0 {
-		return false
+	// One call's arguments, or each of several planned calls'.
+	shown := []json.RawMessage{req.Args}
+	for _, c := range req.Calls {
+		shown = append(shown, c.Args)
 	}
-	dec := json.NewDecoder(bytes.NewReader(req.Args))
-	dec.UseNumber()
-	var args any
-	if dec.Decode(&args) != nil {
-		return true
+	for _, raw := range shown {
+		if len(raw) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var args any
+		if dec.Decode(&args) != nil || !allLeaves(args, inMessage) {
+			return true
+		}
 	}
-	return !allLeaves(args, inMessage)
+	return false
 }
 
 // allLeaves reports whether ok holds for every string and number in v.
