@@ -52,11 +52,13 @@ func (b *Bot) command(ctx context.Context, row inboxRow, name, args string) stri
 		}
 		return fmt.Sprintf("Removed %d stored permission%s %s. I will ask again next time.", n, plural(n), what)
 	case cmdForget:
-		if err := b.hub.Forget(ctx, user); err != nil {
-			return fail("erase your memory", err)
-		}
+		// The bot's rows first: the hub's erasure ends by clearing the
+		// database's write-ahead log, which then holds neither.
 		if err := b.db.forget(ctx, row.UserID); err != nil {
 			return fail("erase your messages", err)
+		}
+		if err := b.hub.Forget(ctx, user); err != nil {
+			return fail("erase your memory", err)
 		}
 		return "I have forgotten our conversations, and every app has forgotten what it kept about you."
 	case cmdReset:

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -229,6 +230,8 @@ func (s sent) newBody() string {
 // fakeHub is a hub whose Handle the test writes.
 type fakeHub struct {
 	handle func(ctx context.Context, req hub.Request) (*hub.Reply, error)
+	// forget, when set, serves Forget.
+	forget func(ctx context.Context, user string) error
 }
 
 var _ Hub = (*fakeHub)(nil)
@@ -236,8 +239,13 @@ var _ Hub = (*fakeHub)(nil)
 func (h *fakeHub) Handle(ctx context.Context, req hub.Request) (*hub.Reply, error) {
 	return h.handle(ctx, req)
 }
-func (h *fakeHub) Reset(context.Context, string) error                   { return nil }
-func (h *fakeHub) Forget(context.Context, string) error                  { return nil }
+func (h *fakeHub) Reset(context.Context, string) error { return nil }
+func (h *fakeHub) Forget(ctx context.Context, user string) error {
+	if h.forget != nil {
+		return h.forget(ctx, user)
+	}
+	return nil
+}
 func (h *fakeHub) Grants(context.Context, string) ([]store.Grant, error) { return nil, nil }
 func (h *fakeHub) Revoke(context.Context, string, string) (int, error)   { return 0, nil }
 func (h *fakeHub) Audit(context.Context, string, int) ([]store.AuditEntry, error) {
@@ -252,13 +260,17 @@ type testBot struct {
 	hs    *fakeHS
 	hub   *fakeHub
 	state mautrix.StateStore
-	n     int
+	store *store.Store
+	// dbPath is the store's file.
+	dbPath string
+	n      int
 }
 
 func newTestBot(t *testing.T, opts Options) *testBot {
 	t.Helper()
 	ctx := context.Background()
-	st := storetest.Open(t)
+	dbPath := filepath.Join(t.TempDir(), "secgpt.db")
+	st := storetest.OpenAt(t, dbPath)
 	hs := newFakeHS(t)
 	fh := &fakeHub{handle: func(context.Context, hub.Request) (*hub.Reply, error) {
 		return &hub.Reply{Answer: "fine"}, nil
@@ -289,7 +301,7 @@ func newTestBot(t *testing.T, opts Options) *testBot {
 		cancel()
 		b.wg.Wait()
 	})
-	return &testBot{Bot: b, hs: hs, hub: fh, state: cli.StateStore}
+	return &testBot{Bot: b, hs: hs, hub: fh, state: cli.StateStore, store: st, dbPath: dbPath}
 }
 
 // room makes a room whose joined members are the bot and users.

@@ -1,8 +1,13 @@
 package bot
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -126,4 +131,26 @@ func TestPanicFailsOnlyItsMessage(t *testing.T) {
 	}
 	tb.hs.waitFor("next answer", replyOfKind(room, q2.ID, kindAnswer))
 	tb.waitState(t, q1.ID, stateAnswered)
+}
+
+// TestForgetLeavesNothingInTheFile: after !forget, what the user said is
+// neither in the database file nor in its write-ahead log.
+func TestForgetLeavesNothingInTheFile(t *testing.T) {
+	tb := newTestBot(t, Options{})
+	tb.hub.forget = tb.store.ForgetUser
+	room := tb.room("!dm:x", alice)
+	const marker = "SECRETMARKER-asthma"
+	q := tb.say(room, alice, "my diagnosis is "+marker)
+	tb.waitState(t, q.ID, stateAnswered)
+	f := tb.say(room, alice, "!forget")
+	tb.waitState(t, f.ID, stateAnswered)
+	for _, file := range []string{tb.dbPath, tb.dbPath + "-wal"} {
+		b, err := os.ReadFile(file)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(marker)) {
+			t.Errorf("%s still holds what the user said", filepath.Base(file))
+		}
+	}
 }
