@@ -778,6 +778,14 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 		p.kill(cause)
 		return Result{}, &Failure{App: p.key.appLabel(), Message: msg, Err: cause}
 	}
+	// A panic in h (a bug of the hub's, which may recover it) leaves the
+	// spoke waiting for a reply: it ends with the step.
+	defer func() {
+		if r := recover(); r != nil {
+			p.kill(fmt.Errorf("%w: the hub failed while serving it", ErrCrashed))
+			panic(r)
+		}
+	}()
 	p.nextID++
 	stepID := p.nextID
 	p.rate.reset()

@@ -400,3 +400,30 @@ func reportPercentiles(b *testing.B, name string, samples []time.Duration) {
 	b.ReportMetric(at(0.50), name+"-p50-ms")
 	b.ReportMetric(at(0.99), name+"-p99-ms")
 }
+
+// TestHandlerPanicEndsTheSpoke: a panic in the hub while it serves a
+// spoke's request reaches the caller, and the spoke, left waiting for its
+// reply, ends with the step; the next step gets a fresh process.
+func TestHandlerPanicEndsTheSpoke(t *testing.T) {
+	m := newManager(t, spoke.Options{})
+	k := key("@a:x", "echo")
+	h := &handler{complete: func(spoke.LLMRequest) (spoke.LLMReply, error) { panic("a bug in the hub") }}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the handler's panic did not reach the caller")
+			}
+		}()
+		// Arguments the schema refuses: the spoke asks its model.
+		m.Run(context.Background(), k, step("say", `{}`), h)
+	}()
+	pid := m.PIDs()[k]
+	if pid == 0 {
+		t.Fatal("no spoke was started")
+	}
+	waitGone(t, pid)
+	_, info, err := m.Run(context.Background(), k, step("say", `{"text":"x"}`), &handler{})
+	if err != nil || info.PID == pid || !info.Cold {
+		t.Fatalf("next step: info %+v, err %v; want a fresh process", info, err)
+	}
+}
