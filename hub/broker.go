@@ -293,7 +293,7 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 	if b.h.opts.Egress != nil {
 		// A spoke's requests come one at a time (spoke.Handler); the
 		// broker shares its capacity fairly between apps.
-		resp, sent, err = b.h.opts.Egress.Do(ctx, spec.Egress, r)
+		resp, sent, err = b.h.opts.Egress.Do(ctx, b.app, spec.Egress, r)
 	}
 	// Every request goes to the audit log, without credentials or query
 	// strings an app may have put in the URL, as what happened: "allow"

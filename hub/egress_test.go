@@ -121,7 +121,7 @@ type fixedEgress struct {
 
 var _ hub.Egress = fixedEgress{}
 
-func (f fixedEgress) Do(context.Context, []string, spoke.HTTPRequest) (spoke.HTTPResponse, []string, error) {
+func (f fixedEgress) Do(context.Context, string, []string, spoke.HTTPRequest) (spoke.HTTPResponse, []string, error) {
 	return spoke.HTTPResponse{}, f.sent, f.err
 }
 

@@ -55,7 +55,7 @@ type Egress interface {
 	// Do returns, whatever the outcome, the origins the request was sent
 	// to (data left the machine), in order: a refusal after a request
 	// went out (a response over the limit, a redirect refused) still sent it.
-	Do(ctx context.Context, domains []string, req spoke.HTTPRequest) (resp spoke.HTTPResponse, sent []string, err error)
+	Do(ctx context.Context, app string, domains []string, req spoke.HTTPRequest) (resp spoke.HTTPResponse, sent []string, err error)
 }
 
 // OutOfPlan is the policy for requests the plan did not name.

@@ -150,14 +150,14 @@ func New(opts Options) *Broker {
 // domains; entries that are not are ignored), following redirects. A request
 // the policy does not allow is refused with a *Refusal; a failure on the way
 // (DNS, connection, TLS, timeout) is another error. A non-2xx status is not
-// an error. Calls with the same declared domains share one app's share of
-// the concurrency (Options.MaxConcurrentPerApp).
+// an error. The calls of one app share its part of the concurrency
+// (Options.MaxConcurrentPerApp); app is its name, which the hub knows.
 //
 // Whatever the outcome, sent lists the origins the request went to, in
 // order (the first URL's, then each redirect's): those whose request
 // headers were written to a connection, so that data left the machine even
 // when a refusal followed (a response over the limit, a redirect refused).
-func (b *Broker) Do(ctx context.Context, domains []string, req spoke.HTTPRequest) (resp spoke.HTTPResponse, sent []string, err error) {
+func (b *Broker) Do(ctx context.Context, app string, domains []string, req spoke.HTTPRequest) (resp spoke.HTTPResponse, sent []string, err error) {
 	if len(domains) == 0 {
 		return spoke.HTTPResponse{}, nil, refusef("the app declares no egress domains")
 	}
@@ -183,7 +183,6 @@ func (b *Broker) Do(ctx context.Context, domains []string, req spoke.HTTPRequest
 
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 	defer cancel()
-	app := appKey(declared)
 	if err := b.slots.acquire(ctx, app); err != nil {
 		all, mine := b.slots.inFlight(app)
 		return spoke.HTTPResponse{}, nil, fmt.Errorf("failed to get an egress slot (%d of %d exchanges in flight, %d of this app's %d): %w",

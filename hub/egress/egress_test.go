@@ -205,7 +205,7 @@ func TestDoAllowed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, Options{}, handler)
-			resp, _, err := h.broker.Do(t.Context(), declared, tt.req)
+			resp, _, err := h.broker.Do(t.Context(), "app", declared, tt.req)
 			if err != nil {
 				t.Fatalf("Do: %v", err)
 			}
@@ -236,13 +236,13 @@ func TestDoTLSVerification(t *testing.T) {
 	// only, so a name outside it fails verification.
 	h := newHarness(t, Options{}, handler)
 	h.resolver.answers["other.example.org"] = []string{publicV4}
-	_, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: "https://other.example.org/"})
+	_, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{URL: "https://other.example.org/"})
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("Do to a host outside the certificate: err = %v, want a certificate error", err)
 	}
 	// Roots without the test CA do not trust the server.
 	untrusted := newHarness(t, Options{RootCAs: x509.NewCertPool()}, handler)
-	_, _, err = untrusted.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: "https://example.com/"})
+	_, _, err = untrusted.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{URL: "https://example.com/"})
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("Do with untrusted roots: err = %v, want a certificate error", err)
 	}
@@ -261,7 +261,7 @@ func TestDoRequestBodyLimit(t *testing.T) {
 		t.Run(fmt.Sprint(tt.size), func(t *testing.T) {
 			before := h.hits.Load()
 			secret := bytes.Repeat([]byte("s"), tt.size)
-			_, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{Method: "POST", URL: "http://example.com/", Body: secret})
+			_, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{Method: "POST", URL: "http://example.com/", Body: secret})
 			if tt.ok {
 				if err != nil {
 					t.Fatalf("Do: %v", err)
@@ -315,7 +315,7 @@ func TestDoResponseBodyLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
-			resp, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: "http://example.com/?" + tt.query})
+			resp, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{URL: "http://example.com/?" + tt.query})
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("Do: %v", err)
@@ -347,7 +347,7 @@ func TestDoTimeout(t *testing.T) {
 	for _, path := range []string{"/slow-headers", "/slow-body"} {
 		t.Run(path, func(t *testing.T) {
 			start := time.Now()
-			_, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: "http://example.com" + path})
+			_, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{URL: "http://example.com" + path})
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("err = %v, want a deadline error", err)
 			}
@@ -368,13 +368,13 @@ func TestDoConcurrencyLimit(t *testing.T) {
 	h := newHarness(t, Options{MaxConcurrent: 1}, handler)
 	first := make(chan error, 1)
 	go func() {
-		_, _, err := h.broker.Do(context.Background(), declared, spoke.HTTPRequest{URL: "http://example.com/"})
+		_, _, err := h.broker.Do(context.Background(), "app", declared, spoke.HTTPRequest{URL: "http://example.com/"})
 		first <- err
 	}()
 	<-entered
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	_, _, err := h.broker.Do(ctx, declared, spoke.HTTPRequest{URL: "http://example.com/"})
+	_, _, err := h.broker.Do(ctx, "app", declared, spoke.HTTPRequest{URL: "http://example.com/"})
 	if err == nil || !strings.Contains(err.Error(), "egress slot") {
 		t.Errorf("second Do while the only slot is taken: err = %v, want a slot error", err)
 	}
@@ -383,7 +383,7 @@ func TestDoConcurrencyLimit(t *testing.T) {
 		t.Errorf("first Do: %v", err)
 	}
 	// The slot is free again.
-	if _, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: "http://example.com/"}); err != nil {
+	if _, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{URL: "http://example.com/"}); err != nil {
 		t.Errorf("Do after the slot was freed: %v", err)
 	}
 }
@@ -489,7 +489,7 @@ func TestDoRedirects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, _, err := h.broker.Do(t.Context(), declared, tt.req)
+			resp, _, err := h.broker.Do(t.Context(), "app", declared, tt.req)
 			if tt.wantRefuse != "" {
 				wantRefusal(t, err, tt.wantRefuse)
 				return
@@ -563,7 +563,7 @@ func TestDoRefusesURL(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-			_, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{Method: "GET", URL: tt.url})
+			_, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{Method: "GET", URL: tt.url})
 			wantRefusal(t, err, tt.want)
 			if strings.Contains(err.Error(), "hunter2") {
 				t.Errorf("refusal %q contains the URL's password", err)
@@ -609,7 +609,7 @@ func TestDoRefusesResolvedAddress(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 			h.resolver.answers["evil.example.com"] = tt.answers
-			_, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: "http://evil.example.com/"})
+			_, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{URL: "http://evil.example.com/"})
 			wantRefusal(t, err, tt.want)
 			if calls := h.dialer.calls(); len(calls) != 0 {
 				t.Errorf("dialled %v after a forbidden answer", calls)
@@ -622,7 +622,7 @@ func TestDoResolverFailure(t *testing.T) {
 	h := newHarness(t, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	h.resolver.answers["empty.example.com"] = nil
 	for _, host := range []string{"missing.example.com", "empty.example.com"} {
-		_, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: "http://" + host + "/"})
+		_, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{URL: "http://" + host + "/"})
 		if err == nil || !strings.Contains(err.Error(), "failed to resolve "+host) {
 			t.Errorf("Do to %s: err = %v, want a resolution failure", host, err)
 		}
@@ -651,7 +651,7 @@ func TestDoDeclaredDomains(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := h.broker.Do(t.Context(), tt.domains, spoke.HTTPRequest{URL: tt.url})
+			_, _, err := h.broker.Do(t.Context(), "app", tt.domains, spoke.HTTPRequest{URL: tt.url})
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("Do: %v", err)
@@ -679,7 +679,7 @@ func TestDoHeaders(t *testing.T) {
 		w.Header().Add("Set-Cookie", "session=1; Secure")
 	})
 	h := newHarness(t, Options{}, handler)
-	resp, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: "https://example.com/", Header: map[string][]string{
+	resp, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{URL: "https://example.com/", Header: map[string][]string{
 		"Host":                {"evil.net"},
 		"Connection":          {"X-Hop"},
 		"X-Hop":               {"1"},
@@ -727,7 +727,7 @@ func TestDoNewRequestRoundTrip(t *testing.T) {
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("X-Token", "t0k")
 	body, _ := io.ReadAll(hreq.Body)
-	resp, _, err := h.broker.Do(t.Context(), []string{"example.com"}, spoke.HTTPRequest{
+	resp, _, err := h.broker.Do(t.Context(), "app", []string{"example.com"}, spoke.HTTPRequest{
 		Method: hreq.Method, URL: hreq.URL.String(), Header: hreq.Header, Body: body,
 	})
 	if err != nil {
@@ -803,7 +803,7 @@ func TestDoRefusesOwnAddress(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			_, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: tt.url})
+			_, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{URL: tt.url})
 			wantRefusal(t, err, tt.want)
 		})
 	}
@@ -825,7 +825,7 @@ func TestDoHead(t *testing.T) {
 		}
 	}))
 	for _, url := range []string{"http://example.com/big.iso", "https://example.com/big.iso"} {
-		resp, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{Method: "HEAD", URL: url})
+		resp, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{Method: "HEAD", URL: url})
 		if err != nil {
 			t.Fatalf("HEAD %s: %v", url, err)
 		}
@@ -834,7 +834,7 @@ func TestDoHead(t *testing.T) {
 				url, resp.Status, len(resp.Body), http.Header(resp.Header).Get("Content-Length"))
 		}
 	}
-	_, _, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{Method: "GET", URL: "http://example.com/big.iso"})
+	_, _, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{Method: "GET", URL: "http://example.com/big.iso"})
 	wantRefusal(t, err, "of 5000000 bytes is over the 1024-byte limit")
 }
 
@@ -860,7 +860,7 @@ func TestDoFairShare(t *testing.T) {
 	results := make(chan error, 4)
 	for range 4 { // four users of the slow app
 		go func() {
-			_, _, err := h.broker.Do(context.Background(), slow, spoke.HTTPRequest{URL: "http://example.com/"})
+			_, _, err := h.broker.Do(context.Background(), "slow_app", slow, spoke.HTTPRequest{URL: "http://example.com/"})
 			results <- err
 		}()
 	}
@@ -878,11 +878,12 @@ func TestDoFairShare(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	resp, _, err := h.broker.Do(ctx, []string{"example.org"}, spoke.HTTPRequest{URL: "http://cdn.example.org/"})
+	// Another app, even one declaring the same domains, has its own share.
+	resp, _, err := h.broker.Do(ctx, "other_app", []string{"example.com", "example.org"}, spoke.HTTPRequest{URL: "http://cdn.example.org/"})
 	if err != nil || string(resp.Body) != "ok" {
 		t.Fatalf("another app's request while one app stalls: %q, %v", resp.Body, err)
 	}
-	if all, mine := h.broker.slots.inFlight(appKey(declaredDomains(slow))); all != 1 || mine != 1 {
+	if all, mine := h.broker.slots.inFlight("slow_app"); all != 1 || mine != 1 {
 		t.Errorf("in flight: %d, %d of the stalled app; want 1 (its share)", all, mine)
 	}
 	unstall()
@@ -928,7 +929,7 @@ func TestDoReportsWhereTheRequestWent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, sent, err := h.broker.Do(t.Context(), declared, spoke.HTTPRequest{URL: tt.url})
+			_, sent, err := h.broker.Do(t.Context(), "app", declared, spoke.HTTPRequest{URL: tt.url})
 			var r *Refusal
 			if errors.As(err, &r) != tt.refused || (!tt.refused && err != nil) {
 				t.Fatalf("err = %v, want refused %v", err, tt.refused)

@@ -3,8 +3,6 @@ package egress
 import (
 	"container/list"
 	"context"
-	"slices"
-	"strings"
 	"sync"
 )
 
@@ -106,16 +104,4 @@ func (s *slots) inFlight(app string) (all, forApp int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.inUse, s.held[app]
-}
-
-// appKey names an app for the slots by its canonical declared domains: the
-// broker is not told which app asks, and an app's declarations are fixed by
-// its manifest. Apps that declare the same domains share one share.
-func appKey(declared map[string]bool) string {
-	domains := make([]string, 0, len(declared))
-	for d := range declared {
-		domains = append(domains, d)
-	}
-	slices.Sort(domains)
-	return strings.Join(domains, " ")
 }
