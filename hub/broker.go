@@ -69,8 +69,7 @@ func (b *broker) Complete(ctx context.Context, req spoke.LLMRequest) (spoke.LLMR
 	reply := spoke.LLMReply{Message: resp.Message}
 	reply.Message.ToolCalls = nil
 	for _, tc := range resp.Message.ToolCalls {
-		if reason := b.admit(ctx, &tc); reason != "" {
-			zerolog.Ctx(ctx).Info().Str("app", b.label()).Str("tool", tc.Name).Str("reason", reason).Msg("Refused tool call")
+		if reason := b.admit(ctx, &tc); reason != "" { // logged and audited by admit
 			reply.Refused = append(reply.Refused, spoke.RefusedCall{ID: tc.ID, Name: tc.Name, Reason: reason})
 			continue
 		}

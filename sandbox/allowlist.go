@@ -2,7 +2,11 @@
 
 package sandbox
 
-import "golang.org/x/sys/unix"
+import (
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
 
 // The seccomp filter is this table (plus archRules for the machine's
 // architecture). Anything not listed fails with EPERM. A rule applies in the
@@ -211,9 +215,9 @@ var genericRules = []rule{
 	// connects, over TCP/IPv4, to the one port Landlock allows.
 	{"accept4", always, actAllow, inProxy,
 		"accept the app server's connections on the proxy's listener, opened before Enter; no socket, bind, listen or connect"},
-	{"socket", append(inetStream, cond{Arg: 2, Op: opEq, Value: 0}), actAllow, inExecNet,
+	{"socket", slices.Concat(inetStream, []cond{{Arg: 2, Op: opEq, Value: 0}}), actAllow, inExecNet,
 		"TCP over IPv4 only (protocol 0, the default), to reach the egress proxy: the namespace has no route but loopback, and Landlock allows only the proxy's TCP port"},
-	{"socket", append(inetStream, cond{Arg: 2, Op: opEq, Value: unix.IPPROTO_TCP}), actAllow, inExecNet,
+	{"socket", slices.Concat(inetStream, []cond{{Arg: 2, Op: opEq, Value: unix.IPPROTO_TCP}}), actAllow, inExecNet,
 		"TCP over IPv4 named explicitly; no other protocol: Landlock's port rule does not cover MPTCP or SCTP"},
 	{"connect", always, actAllow, inExecNet,
 		"connect its TCP socket to the egress proxy; it can create no unix socket that connect could aim at a path"},
