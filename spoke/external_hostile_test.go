@@ -149,20 +149,18 @@ func hostileAttacks() []hostileAttack {
 						return fmt.Errorf("the broker resolved %s", l)
 					}
 				}
-				return nothingDialled(t, e)
+				return onlyPublicDialled(t, e)
 			}},
 		{name: "egress to a declared name resolving to 127.0.0.1", function: "fetch_url", args: func(t *hostileTargets) map[string]any { return map[string]any{"url": t.lab.LoopbackURL()} },
 			outcome: refused, errText: "a loopback address",
 			outside: func(t *hostileTargets, e *hostileEvidence) error {
-				return errors.Join(nothingDialled(t, e), untouched("TCP listener", t.lab.TCP.Accepted.Load()))
+				return onlyPublicDialled(t, e)
 			}},
 		{name: "egress to a declared name resolving to 169.254.169.254", function: "fetch_url", args: arg("url", "http://"+mcptest.MetadataHost+"/latest/meta-data/"),
-			outcome: refused, errText: "HTTP 403", outside: nothingDialled},
+			outcome: refused, errText: "HTTP 403", outside: onlyPublicDialled},
 		{name: "egress redirected to 127.0.0.1", function: "fetch_url", args: arg("url", "http://"+mcptest.PublicHost+mcptest.ToLoopback),
 			outcome: refused, errText: "a loopback address",
-			outside: func(t *hostileTargets, _ *hostileEvidence) error {
-				return untouched("TCP listener", t.lab.TCP.Accepted.Load())
-			}},
+			outside: onlyPublicDialled},
 		{name: "egress redirected to 169.254.169.254", function: "fetch_url", args: arg("url", "https://"+mcptest.PublicHost+mcptest.ToMetadata),
 			outcome: refused, errText: "HTTP 403"},
 		{name: "control: write its own scratch", function: "write_file", args: arg("path", "own.txt"), outcome: allowed,
@@ -585,8 +583,8 @@ func openFilesAtMost(pid int, limit uint64) error {
 	return nil
 }
 
-// nothingDialled: the broker dialled no address for the request.
-func nothingDialled(t *hostileTargets, _ *hostileEvidence) error {
+// onlyPublicDialled: the broker dialled nothing but the lab's public server.
+func onlyPublicDialled(t *hostileTargets, _ *hostileEvidence) error {
 	_, dials := t.lab.Network()
 	for _, d := range dials {
 		if !strings.HasPrefix(d, mcptest.PublicIP+":") {
