@@ -30,7 +30,7 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	sys, err := openFor(ctx, *configPath, stderr)
+	sys, err := openFor(ctx, *configPath, stderr, false)
 	if err != nil {
 		return err
 	}

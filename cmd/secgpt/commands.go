@@ -43,7 +43,7 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case fs.NArg() != 1:
 		return &usageError{msg: "ask: give exactly one query, quoted"}
 	}
-	sys, err := openFor(ctx, *configPath, stderr)
+	sys, err := openFor(ctx, *configPath, stderr, true)
 	if err != nil {
 		return err
 	}

@@ -327,7 +327,10 @@ func discoverExternal(ctx context.Context, cfg *Config, log zerolog.Logger) (spe
 	}
 	failed = map[string]error{}
 	caps := sandbox.Probe()
-	mgr, err := newSpokeManager(*cfg, log)
+	// Discovery starts one spoke per external app, none of them strict.
+	discovery := *cfg
+	discovery.Spokes.Spares = 0
+	mgr, err := newSpokeManager(discovery, log)
 	if err != nil {
 		for _, e := range cfg.Apps.External {
 			failed[e.Name] = err

@@ -159,11 +159,15 @@ func configFor(path string) (Config, string, error) {
 	return cfg, note, nil
 }
 
-// openFor loads the config and assembles the system.
-func openFor(ctx context.Context, path string, stderr io.Writer) (*system, error) {
+// openFor loads the config and assembles the system. A command that serves
+// one query (oneQuery) starts no spoke ahead of need.
+func openFor(ctx context.Context, path string, stderr io.Writer, oneQuery bool) (*system, error) {
 	cfg, note, err := configFor(path)
 	if err != nil {
 		return nil, err
+	}
+	if oneQuery {
+		cfg.Spokes.Spares = 0
 	}
 	if note != "" {
 		fmt.Fprintln(stderr, note)
