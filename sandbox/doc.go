@@ -4,11 +4,14 @@
 // runs in.
 //
 // It has a parent side and a child side. The parent (the hub's spoke
-// manager) calls [Prepare] on the exec.Cmd that re-executes the binary; the
-// child calls [Enter] as the first thing it does, before it reads its first
-// ISC frame, and then runs its one app; a spoke that hosts an external
-// app's egress proxy first calls [UpLoopback] in its own network namespace,
-// and that app's server is started with [Exec] after its own Enter.
+// manager) calls [Prepare] on the exec.Cmd that re-executes the binary (or,
+// for a spoke started ahead of need, Prepare under a policy without scratch
+// and [PrepareScratch] once the spoke's policy is known). The child calls
+// [SetUpNamespaces] first thing (its own /proc in its PID namespace), and
+// [Enter] before it reads its first ISC frame, and then runs its one app; a
+// spoke that hosts an external app's egress proxy calls [UpLoopback] in its
+// own network namespace before Enter, and that app's server is started with
+// [Exec] after its own Enter.
 // [Probe] reports what the kernel offers and [Capabilities.Check] refuses a
 // policy that cannot be enforced unless the operator opted into a weaker
 // sandbox with Policy.AllowWeaker.

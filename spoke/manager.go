@@ -11,10 +11,12 @@
 // This package never decides what a spoke may do: every request a child makes
 // is handed to the hub through Handler, and a child is known only by the
 // channel it speaks on. It must never give a child a secret, an inherited
-// file descriptor beyond fds 0–3, or the parent's environment; the one
-// exception is an external app's own environment (its secrets included),
-// which its spoke reads from a pipe on fd 4 and closes before it confines
-// itself, and hands to that app's server alone (see External).
+// file descriptor beyond fds 0–3, or the parent's environment. A pipe on
+// fd 4, which the child reads and closes before it confines itself, carries
+// the one exception, an external app's own environment (its secrets
+// included), handed to that app's server alone (see External), or, for a
+// spare (see Options.Spares), the launch arguments a spoke started directly
+// gets on its command line.
 package spoke
 
 import (
