@@ -222,13 +222,18 @@ func (c *consenter) Ask(ctx context.Context, req hub.ConsentRequest) (d hub.Deci
 	}
 	c.typing.pause()
 	defer c.typing.resume()
+	offered := offeredChoices(req)
+	head, foot, err := renderPrompt(req, offered, time.Now())
+	if err != nil {
+		log.Warn().Err(err).Int("summary_bytes", len(req.Summary)).Msg("Denying a request too long to show")
+		c.tell(ctx, log, mention(c.row.UserID)+": the app "+code(req.App)+" asked for something too long to show you in full in a permission prompt, so I denied it.", kindError)
+		return hub.DecisionDeny, err
+	}
 	w, err := c.where(ctx, req)
 	if err != nil {
 		c.unreachable(ctx, log, err)
 		return hub.DecisionDeny, err
 	}
-	offered := offeredChoices(req)
-	head, foot := renderPrompt(req, offered, time.Now())
 	if w.private {
 		head = fmt.Sprintf("About [your message](%s) in a room shared with others:\n\n", matrixTo(c.row.RoomID.String(), c.row.EventID.String())) + head
 	}
@@ -240,11 +245,13 @@ func (c *consenter) Ask(ctx context.Context, req hub.ConsentRequest) (d hub.Deci
 		}
 		return hub.DecisionDeny, err
 	}
+	// Open at once: the user may answer as soon as the prompt shows, before
+	// the notice, the record and the seeded reactions below are sent.
+	p := &openPrompt{event: evt, room: w.room, user: c.row.UserID, choices: req.Choices, answered: make(chan hub.Decision, 1)}
+	b.prompts.add(p)
 	if w.private {
 		c.pointToDirectChat(ctx, log, w.invited)
 	}
-	p := &openPrompt{event: evt, room: w.room, user: c.row.UserID, choices: req.Choices, answered: make(chan hub.Decision, 1)}
-	b.prompts.add(p)
 	log = log.With().Str("prompt", evt.String()).Logger()
 	if err := b.db.addPrompt(context.WithoutCancel(ctx), prompt{EventID: evt, RoomID: w.room, UserID: c.row.UserID, QueryEventID: c.row.EventID, Markdown: head, Expires: req.Deadline}); err != nil {
 		log.Warn().Err(err).Msg("Failed to record a prompt")

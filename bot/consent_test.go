@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,6 +215,34 @@ func TestAnswerInTheDirectChatByWord(t *testing.T) {
 	tb.hs.prompt(dm, "")
 	tb.say(room, alice, "once") // in the shared room no prompt of Alice's is open: no answer
 	tb.message(dm, alice, &event.MessageEventContent{MsgType: event.MsgText, Body: "Once."})
+	if got := tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer)); got.body() != "decided once (asked)" {
+		t.Errorf("answer = %q", got.body())
+	}
+}
+
+// TestAnswerWhileTheNoticeIsSent: a prompt takes answers from the moment it
+// shows, also while the bot still sends what follows it. Here the user
+// answers in the direct chat while the notice in the shared room is on its
+// way; the answer was lost when the prompt opened only after the notice.
+func TestAnswerWhileTheNoticeIsSent(t *testing.T) {
+	tb := newTestBot(t, Options{ConsentSettle: 10 * time.Millisecond})
+	room := tb.room("!shared:x", alice)
+	tb.room(room, bob)
+	dm := tb.room("!alicedm:x", alice)
+	tb.room("!bobdm:x", bob)
+	var once sync.Once
+	tb.hs.setFail(func(r *http.Request) int {
+		if strings.Contains(r.URL.Path, "/rooms/"+string(room)+"/send/m.room.message/") {
+			once.Do(func() {
+				p := tb.hs.waitFor("prompt", messageOfKind(dm, kindPrompt))
+				tb.react(dm, alice, p.ID, "✅")
+				time.Sleep(50 * time.Millisecond) // past the settle time
+			})
+		}
+		return 0
+	})
+	tb.asking(consentRequest(alice, hub.CategoryData, time.Minute), time.Minute, nil)
+	q := tb.say(room, alice, "! go")
 	if got := tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer)); got.body() != "decided once (asked)" {
 		t.Errorf("answer = %q", got.body())
 	}

@@ -386,10 +386,13 @@ func consentRequest(user id.UserID, category hub.Category, d time.Duration) hub.
 		Args:     json.RawMessage(`{"start_point":"Main Street","end_point":"Elm Avenue"}`),
 		Choices:  []hub.Decision{hub.DecisionOnce, hub.DecisionDeny},
 		Deadline: time.Now().Add(d),
+		// As the hub writes it: the values are in the summary.
+		Summary: `Run the app "metro_hail" (function estimate_fare) with {"start_point":"Main Street","end_point":"Elm Avenue"}.`,
 	}
 	if category == hub.CategoryData {
 		req.App, req.Args = "travel_mate", nil
 		req.Data = []hub.DataItem{{Field: "date_of_birth", Value: "May 20th, 1980"}}
+		req.Summary = `Share with the app "travel_mate" data that you did not type in this request: date_of_birth = "May 20th, 1980";`
 	}
 	return req
 }

@@ -1,8 +1,7 @@
 package bot
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,14 +10,22 @@ import (
 )
 
 // maxDetailBytes bounds the details block of a prompt; Matrix events are at
-// most 64 KiB. What is cut is said.
+// most 64 KiB. A request longer than that is not cut but denied: a cut could
+// hide the very part that matters (see errTooLongToShow).
 const maxDetailBytes = 16 << 10
+
+// errTooLongToShow denies a request whose details do not fit a prompt.
+var errTooLongToShow = errors.New("the request is too long to show in full in a prompt")
 
 // renderPrompt writes a consent prompt as Markdown: the head (who wants
 // what, the warning, the details) and the foot (how to answer, until when).
 // Everything that comes from an app or the model is inside a fenced code
 // block, so it cannot format itself into something else.
-func renderPrompt(req hub.ConsentRequest, offered []choice, now time.Time) (head, foot string) {
+func renderPrompt(req hub.ConsentRequest, offered []choice, now time.Time) (head, foot string, err error) {
+	shown, err := details(req)
+	if err != nil {
+		return "", "", err
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "🔐 **Permission needed** for %s: %s.\n\n", req.User, plainWords(req))
 	if !req.InPlan {
@@ -27,7 +34,7 @@ func renderPrompt(req hub.ConsentRequest, offered []choice, now time.Time) (head
 	if req.Irreversible {
 		b.WriteString("⚠️ **This cannot be undone**, so I ask every time.\n\n")
 	}
-	b.WriteString(codeBlock(details(req)))
+	b.WriteString(codeBlock(shown))
 	var legend, words []string
 	for _, c := range offered {
 		if c.Emoji != "" {
@@ -37,7 +44,7 @@ func renderPrompt(req hub.ConsentRequest, offered []choice, now time.Time) (head
 	}
 	foot = fmt.Sprintf("React %s (or reply %s). No answer by %s (in %s) means deny.",
 		strings.Join(legend, " · "), strings.Join(words, ", "), req.Deadline.UTC().Format("15:04:05 MST"), humanDuration(req.Deadline.Sub(now)))
-	return b.String(), foot
+	return b.String(), foot, nil
 }
 
 // plainWords says in a few words which app wants what. App and function
@@ -58,9 +65,10 @@ func plainWords(req hub.ConsentRequest) string {
 	return fmt.Sprintf("the app %s asks for %s", app, code(string(req.Category)))
 }
 
-// details is the request in full: the hub's summary, then every field that
-// says what would happen.
-func details(req hub.ConsentRequest) string {
+// details is the request in full: the hub's summary, which shows the
+// arguments, result, data and warning exactly as the app would get them,
+// then who and what it concerns. It fails if that does not fit a prompt.
+func details(req hub.ConsentRequest) (string, error) {
 	var b strings.Builder
 	b.WriteString(req.Summary)
 	b.WriteString("\n\n")
@@ -73,31 +81,10 @@ func details(req hub.ConsentRequest) string {
 	field("caller", req.Caller)
 	field("source", req.Source)
 	field("function", req.Function)
-	if len(req.Args) > 0 {
-		field("args", prettyJSON(req.Args))
+	if b.Len() > maxDetailBytes {
+		return "", errTooLongToShow
 	}
-	for _, d := range req.Data {
-		field("data", d.Field+" = "+d.Value)
-	}
-	if len(req.Result) > 0 {
-		field("result", prettyJSON(req.Result))
-	}
-	if req.Warning != "" {
-		field("warning", req.Warning)
-	}
-	s := b.String()
-	if len(s) > maxDetailBytes {
-		s = strings.ToValidUTF8(s[:maxDetailBytes], "") + "\n… (cut: the request is longer than this message may be)"
-	}
-	return strings.TrimRight(s, "\n")
-}
-
-func prettyJSON(raw json.RawMessage) string {
-	var out bytes.Buffer
-	if err := json.Indent(&out, raw, "", "  "); err != nil {
-		return string(raw)
-	}
-	return out.String()
+	return strings.TrimRight(b.String(), "\n"), nil
 }
 
 // codeBlock fences text with more backticks than it contains in a row.

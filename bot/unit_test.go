@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -194,11 +195,14 @@ func TestRenderPrompt(t *testing.T) {
 		User: "@alice:example.org", Category: hub.CategoryExec, App: "metro_hail", Function: "estimate_fare",
 		Args:     json.RawMessage(`{"start_point":"Main Street","end_point":"Elm Avenue ` + "```" + ` [click](https://evil.example)"}`),
 		InPlan:   true,
-		Summary:  `Run the app "metro_hail" (function estimate_fare) with {...}.`,
+		Summary:  `Run the app "metro_hail" (function estimate_fare) with {"start_point":"Main Street","end_point":"Elm Avenue ` + "```" + ` [click](https://evil.example)"}.`,
 		Choices:  []hub.Decision{hub.DecisionOnce, hub.DecisionSession, hub.DecisionAlways, hub.DecisionDeny, hub.DecisionNever},
 		Deadline: now.Add(5 * time.Minute),
 	}
-	head, foot := renderPrompt(req, offeredChoices(req), now)
+	head, foot, err := renderPrompt(req, offeredChoices(req), now)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{"**Permission needed** for @alice:example.org", "`metro_hail` wants to run", "Main Street", "````\n"} {
 		if !strings.Contains(head, want) {
 			t.Errorf("head lacks %q:\n%s", want, head)
@@ -219,7 +223,7 @@ func TestRenderPrompt(t *testing.T) {
 
 	req.InPlan, req.Choices, req.Caller = false, []hub.Decision{hub.DecisionOnce, hub.DecisionDeny}, "quick_ride"
 	req.Warning = "This is not part of the plan for your request."
-	head, foot = renderPrompt(req, offeredChoices(req), now)
+	head, foot, _ = renderPrompt(req, offeredChoices(req), now)
 	if !strings.Contains(head, "WARNING: this was not in the plan") || !strings.Contains(head, "`quick_ride` wants to use the app `metro_hail`") {
 		t.Errorf("out-of-plan head:\n%s", head)
 	}
@@ -227,15 +231,23 @@ func TestRenderPrompt(t *testing.T) {
 		t.Errorf("out-of-plan foot offers more than once and deny: %s", foot)
 	}
 
-	data := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryData, App: "travel_mate", Data: []hub.DataItem{{Field: "date_of_birth", Value: "May 20th, 1980"}}, Deadline: now}
-	head, _ = renderPrompt(data, nil, now)
-	if !strings.Contains(head, "date_of_birth = May 20th, 1980") || !strings.Contains(head, "would receive data of yours") {
+	data := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryData, App: "travel_mate", Data: []hub.DataItem{{Field: "date_of_birth", Value: "May 20th, 1980"}}, Deadline: now,
+		Summary: `Share with the app "travel_mate" data that you did not type in this request: date_of_birth = "May 20th, 1980";`}
+	head, _, _ = renderPrompt(data, nil, now)
+	if !strings.Contains(head, `date_of_birth = "May 20th, 1980"`) || !strings.Contains(head, "would receive data of yours") {
 		t.Errorf("data prompt does not show the data:\n%s", head)
 	}
-	collab := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryCollab, App: "email", Source: "drive", Result: json.RawMessage(`{"docs":["secret plan"]}`), Deadline: now}
-	head, _ = renderPrompt(collab, nil, now)
+	collab := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryCollab, App: "email", Source: "drive", Result: json.RawMessage(`{"docs":["secret plan"]}`), Deadline: now,
+		Summary: `Give the result of "drive" to the app "email": {"docs":["secret plan"]}.`}
+	head, _, _ = renderPrompt(collab, nil, now)
 	if !strings.Contains(head, `"secret plan"`) || !strings.Contains(head, "the result of the app `drive` would be given to the app `email`") {
 		t.Errorf("collab prompt does not show the result:\n%s", head)
+	}
+	// What cannot be shown whole is not shown in part.
+	long := collab
+	long.Summary = strings.Repeat("x", maxDetailBytes+1)
+	if _, _, err := renderPrompt(long, nil, now); !errors.Is(err, errTooLongToShow) {
+		t.Errorf("a request too long to show rendered (err %v)", err)
 	}
 }
 
