@@ -76,8 +76,9 @@ func TestProxyProfileDropsCapabilities(t *testing.T) {
 	}
 }
 
-// TestStrictHasNoCapabilities: the ambient capability is the proxy
-// profile's alone.
+// TestStrictHasNoCapabilities: a strict spoke runs with no capability: the
+// one it may hold for its PID namespace (see SetUpNamespaces) is gone by
+// the time it runs app code, and the proxy's is the proxy profile's alone.
 func TestStrictHasNoCapabilities(t *testing.T) {
 	requireNetNS(t)
 	p := strictPolicy(t)

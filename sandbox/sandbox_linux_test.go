@@ -366,20 +366,13 @@ func TestWorkloadUnderFilter(t *testing.T) {
 	}
 }
 
-// requirePIDNamespace skips t, saying why, unless spokes get a PID
-// namespace here.
-func requirePIDNamespace(t *testing.T) {
-	t.Helper()
-	if caps := sbxtest.RequireFull(t); !caps.PIDNS {
-		t.Skipf("no PID namespace for spokes on this machine: %s", caps.NSDetail)
-	}
-}
-
 // TestPIDNamespace: a spoke with namespaces is PID 1 of its own PID
 // namespace and sees only itself in a /proc of its own, which bounds its
 // tasks where the kernel keeps a pid_max per namespace.
 func TestPIDNamespace(t *testing.T) {
-	requirePIDNamespace(t)
+	if caps := sbxtest.RequireFull(t); !caps.PIDNS {
+		t.Skipf("no PID namespace for spokes on this machine: %s", caps.NSDetail)
+	}
 	p := strictPolicy(t)
 	p.Namespaces = true
 	out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "pid_namespace"})
