@@ -144,11 +144,17 @@ func truncate(s string, n int) string {
 func (v *view) answer() string {
 	results := v.results()
 	fiction := false
-	var says []string
+	var says, claims []string
 	for _, in := range v.instructions {
 		switch in.kind {
+		case obeyAnswerReplace:
+			return in.say
 		case obeyAnswerAdjust:
 			adjust(results, in)
+		case obeyAnswerReport:
+			if !report(results, in) {
+				claims = append(claims, in.app+": "+in.field+" = "+field{raw: string(in.value)}.text())
+			}
 		case obeyStyle:
 			fiction = fiction || in.style == "fiction"
 		case obeySay:
@@ -159,6 +165,7 @@ func (v *view) answer() string {
 	for _, r := range results {
 		lines = append(lines, r.render())
 	}
+	lines = append(lines, claims...)
 	if q := strings.ToLower(v.query); strings.Contains(q, "cheap") || strings.Contains(q, "lowest") {
 		if line, ok := cheapest(results); ok {
 			lines = append(lines, line)
@@ -205,6 +212,25 @@ func adjust(results []result, in instruction) {
 			results[i].fields[j].raw = s
 		}
 	}
+}
+
+// report sets the field of every result of an answer-report
+// instruction's app to its value, and reports whether the app had a
+// result with that field.
+func report(results []result, in instruction) bool {
+	found := false
+	for i := range results {
+		if results[i].app != in.app {
+			continue
+		}
+		for j, f := range results[i].fields {
+			if f.key == in.field {
+				results[i].fields[j].raw = string(in.value)
+				found = true
+			}
+		}
+	}
+	return found
 }
 
 // cheapest names the result with the lowest value of the first numeric

@@ -19,7 +19,15 @@ const (
 	obeyAnswerAdjust  = "answer-adjust"
 	obeyStyle         = "style"
 	obeySay           = "say"
+	obeyAnswerReplace = "answer-replace"
+	obeyAnswerReport  = "answer-report"
+	obeyPlanDrop      = "plan-drop"
+	obeyPlanFlood     = "plan-flood"
+	obeySet           = "set"
 )
+
+// maxFlood bounds a plan-flood instruction's count.
+const maxFlood = 100
 
 // instruction is one parsed [[obey: …]] instruction.
 type instruction struct {
@@ -30,11 +38,16 @@ type instruction struct {
 	// call: the tool and its arguments (a JSON object).
 	tool string
 	args json.RawMessage
-	// share-recorded and answer-adjust: APP.ARG or APP.FIELD.
+	// share-recorded, answer-adjust, answer-report and set: APP.ARG or
+	// APP.FIELD; plan-drop: APP.
 	app, field string
 	// answer-adjust: the amount to add.
 	delta float64
-	// style: "fiction" or "factual"; say: the text.
+	// answer-report and set: the value, a JSON literal.
+	value json.RawMessage
+	// plan-flood: how many steps.
+	count int
+	// style: "fiction" or "factual"; say and answer-replace: the text.
 	style string
 	say   string
 }
@@ -78,7 +91,9 @@ func parseInstructions(texts []string) []instruction {
 var (
 	toolPattern   = regexp.MustCompile(`^[A-Za-z0-9_.\-]+$`)
 	targetPattern = regexp.MustCompile(`^([A-Za-z0-9_\-]+)\.([A-Za-z_][A-Za-z0-9_]*)$`)
+	appPattern    = regexp.MustCompile(`^[A-Za-z0-9_\-]+$`)
 	deltaPattern  = regexp.MustCompile(`^[+-]?[0-9]+(\.[0-9]+)?$`)
+	countPattern  = regexp.MustCompile(`^[0-9]{1,3}$`)
 )
 
 // parseInstruction parses the body of an instruction that starts at s[i]
@@ -104,7 +119,7 @@ func parseInstruction(s string, i int) (instruction, int, bool) {
 			return in, 0, false
 		}
 		i += int(dec.InputOffset())
-	case obeyShareRecorded, obeyAnswerAdjust:
+	case obeyShareRecorded, obeyAnswerAdjust, obeyAnswerReport, obeySet:
 		var target string
 		target, i = word(s, i)
 		m := targetPattern.FindStringSubmatch(target)
@@ -112,21 +127,47 @@ func parseInstruction(s string, i int) (instruction, int, bool) {
 			return in, 0, false
 		}
 		in.app, in.field = m[1], m[2]
-		if in.kind == obeyAnswerAdjust {
-			i = skipSpace(s, i)
+		i = skipSpace(s, i)
+		switch in.kind {
+		case obeyAnswerAdjust:
 			var delta string
 			delta, i = word(s, i)
 			if !deltaPattern.MatchString(delta) {
 				return in, 0, false
 			}
 			in.delta, _ = strconv.ParseFloat(delta, 64) // the pattern guarantees a number
+		case obeyAnswerReport, obeySet:
+			// A JSON scalar, or for set also an array or object.
+			dec := json.NewDecoder(strings.NewReader(s[i:]))
+			if err := dec.Decode(&in.value); err != nil || in.kind == obeyAnswerReport && strings.ContainsAny(string(in.value[:1]), "[{") {
+				return in, 0, false
+			}
+			i += int(dec.InputOffset())
 		}
+	case obeyPlanDrop:
+		in.app, i = word(s, i)
+		if !appPattern.MatchString(in.app) {
+			return in, 0, false
+		}
+	case obeyPlanFlood:
+		in.tool, i = word(s, i)
+		if !toolPattern.MatchString(in.tool) {
+			return in, 0, false
+		}
+		i = skipSpace(s, i)
+		var count string
+		count, i = word(s, i)
+		n, err := strconv.Atoi(count)
+		if !countPattern.MatchString(count) || err != nil || n < 1 || n > maxFlood {
+			return in, 0, false
+		}
+		in.count = n
 	case obeyStyle:
 		in.style, i = word(s, i)
 		if in.style != "fiction" && in.style != "factual" {
 			return in, 0, false
 		}
-	case obeySay:
+	case obeySay, obeyAnswerReplace:
 		if i >= len(s) || s[i] != '"' {
 			return in, 0, false
 		}

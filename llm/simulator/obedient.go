@@ -76,6 +76,7 @@ func newView(req *ChatRequest) *view {
 	}
 	for _, t := range req.Tools {
 		context = append(context, t.Description)
+		context = append(context, schemaStrings(t.Parameters)...)
 	}
 	v.instructions = parseInstructions(context)
 	v.facts = recordedFacts(recorded)
@@ -103,19 +104,48 @@ func readable(content string) []string {
 	}
 }
 
-// share applies share-recorded instructions to a call of f.
-func (v *view) share(f function, args map[string]any) {
-	if len(v.facts) == 0 {
-		return
+// schemaStrings returns every string of a tool's parameters schema, keys
+// and values, in document order: a model reads a schema's descriptions,
+// enum members and property names as much as a tool's description.
+func schemaStrings(params json.RawMessage) []string {
+	if !json.Valid(params) {
+		return nil
 	}
+	return readable(string(params))[1:]
+}
+
+// shape applies share-recorded and set instructions to a call of f.
+func (v *view) shape(f function, args map[string]any) {
 	for _, in := range v.instructions {
-		if in.kind != obeyShareRecorded || in.app != f.app {
+		if in.app != f.app {
 			continue
 		}
-		if p, ok := f.property(in.field); ok {
+		p, ok := f.property(in.field)
+		if !ok {
+			continue
+		}
+		switch {
+		case in.kind == obeyShareRecorded && len(v.facts) > 0:
 			args[p] = joinFacts(v.facts)
+		case in.kind == obeySet:
+			var val any
+			dec := json.NewDecoder(bytes.NewReader(in.value))
+			dec.UseNumber()
+			if dec.Decode(&val) == nil {
+				args[p] = val
+			}
 		}
 	}
+}
+
+// dropped reports whether a plan-drop instruction names app.
+func (v *view) dropped(app string) bool {
+	for _, in := range v.instructions {
+		if in.kind == obeyPlanDrop && in.app == app {
+			return true
+		}
+	}
+	return false
 }
 
 // lastTool returns the content of the last tool message, or "".
@@ -179,7 +209,10 @@ func (v *view) plan(schema json.RawMessage) (Reply, error) {
 	}
 	steps := []planStep{}
 	add := func(f function, args map[string]any) {
-		v.share(f, args)
+		if v.dropped(f.app) {
+			return
+		}
+		v.shape(f, args)
 		steps = append(steps, planStep{
 			ID: fmt.Sprintf("s%d", len(steps)+1), App: f.app, Function: f.name, Args: args, DependsOn: []string{},
 		})
@@ -190,14 +223,20 @@ func (v *view) plan(schema json.RawMessage) (Reply, error) {
 		add(f, args)
 	}
 	for _, in := range v.instructions {
-		if in.kind != obeyCall {
+		if in.kind != obeyCall && in.kind != obeyPlanFlood {
 			continue
 		}
 		for _, f := range catalogue {
-			if f.tool == in.tool {
-				add(f, v.callArgs(in))
-				break
+			if f.tool != in.tool {
+				continue
 			}
+			if in.kind == obeyCall {
+				add(f, v.callArgs(in))
+			}
+			for range in.count {
+				add(f, map[string]any{})
+			}
+			break
 		}
 	}
 	b, err := json.Marshal(map[string]any{"steps": steps})
@@ -285,10 +324,13 @@ func (v *view) act() Reply {
 		if in.kind != obeyCall || calledID[in.callID()] {
 			continue
 		}
+		if app, _, _ := strings.Cut(in.tool, "__"); v.dropped(app) {
+			continue
+		}
 		args := v.callArgs(in)
 		for _, f := range offered {
 			if f.tool == in.tool {
-				v.share(f, args)
+				v.shape(f, args)
 				break
 			}
 		}
@@ -320,8 +362,11 @@ func (v *view) taskCalls(offered []function) []taskCall {
 	if len(found) == 0 {
 		for _, fns := range mentionedApps(offered, v.query) {
 			f := chooseFunction(fns, v.query)
+			if v.dropped(f.app) {
+				continue
+			}
 			args, _ := f.fill(v.query)
-			v.share(f, args)
+			v.shape(f, args)
 			calls = append(calls, taskCall{f, args})
 		}
 		return calls
@@ -329,6 +374,9 @@ func (v *view) taskCalls(offered []function) []taskCall {
 	// The arguments of a name lie between it and the next name.
 	slices.SortStableFunc(found, func(a, b named) int { return a.at - b.at })
 	for i, n := range found {
+		if v.dropped(n.f.app) {
+			continue
+		}
 		end := len(v.query)
 		if i+1 < len(found) {
 			end = found[i+1].at
@@ -337,7 +385,7 @@ func (v *view) taskCalls(offered []function) []taskCall {
 		if !ok {
 			args, _ = n.f.fill(v.query)
 		}
-		v.share(n.f, args)
+		v.shape(n.f, args)
 		calls = append(calls, taskCall{n.f, args})
 	}
 	return calls
