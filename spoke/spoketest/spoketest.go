@@ -2,6 +2,9 @@
 // spoke manager and the hub. Importing it registers them, so a test binary
 // that imports it (and re-executes itself as a spoke) hosts them.
 //
+// Vendors (vendors.go) attack through text: descriptions, schemas, results
+// and errors carrying instructions for the obedient model, or markers.
+//
 // Faulty speaks raw ISC on fd 3 where a hostile app would: it shows that the
 // hub checks what arrives on the channel, not what the spoke runtime sends.
 // It must never be linked into the product binary.

@@ -1,5 +1,6 @@
 // Command spokechild is the spoke binary of the tests: every built-in app,
-// spoketest's misbehaving apps and the hostile app, behind spoke.ChildMain.
+// spoketest's misbehaving apps and vendors, ACE's attackers and the
+// hostile app, behind spoke.ChildMain.
 // Tests build it without the race detector, whose memory reservations no
 // sandboxed address space limit could hold.
 package main
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/secgpt/secgpt/apps/ace"
 	_ "github.com/secgpt/secgpt/apps/all"
 	"github.com/secgpt/secgpt/apps/hostile"
 	"github.com/secgpt/secgpt/spoke"
@@ -20,5 +22,6 @@ func main() {
 		os.Exit(2)
 	}
 	hostile.Register()
+	ace.Register()
 	os.Exit(spoke.ChildMain())
 }
