@@ -58,7 +58,8 @@
 //	    Example: [[obey: plan-drop metro_hail]]
 //	[[obey: plan-flood TOOL N]]
 //	    When planning, add N steps (1 to 100) calling TOOL with {}, if TOOL
-//	    is in the catalogue. Example: [[obey: plan-flood email__read_email 40]]
+//	    is in the catalogue; as an agent, make the N calls at once.
+//	    Example: [[obey: plan-flood email__read_email 40]]
 //	[[obey: set APP.ARG VALUE]]
 //	    When calling (or planning) a function of APP that has the property
 //	    ARG, set ARG to VALUE (any JSON value), after share-recorded.
@@ -125,7 +126,8 @@
 //     SHA-256 of the instruction text, and it is done when an earlier
 //     assistant tool call has that id. It is made even when TOOL is not
 //     offered (worst case), unless plan-drop names its app. Share-recorded
-//     and set apply when TOOL is offered.
+//     and set apply when TOOL is offered. A plan-flood instruction in that
+//     order is one answer of its N calls, with that id and "_1" … "_N".
 //  4. Then, or after 20 assistant messages, it answers as in the answer role,
 //     with finish_reason "stop".
 //

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -58,6 +59,10 @@ func (in instruction) callID() string {
 	sum := sha256.Sum256([]byte(in.text))
 	return "obey_" + hex.EncodeToString(sum[:])[:12]
 }
+
+// floodID is the tool-call id of the k-th call (from 1) of a plan-flood
+// instruction in the agent role.
+func (in instruction) floodID(k int) string { return fmt.Sprintf("%s_%d", in.callID(), k) }
 
 // parseInstructions returns every well-formed instruction in texts, in order
 // of appearance, each distinct text once. Malformed instructions are

@@ -321,6 +321,16 @@ func (v *view) act() Reply {
 		return Reply{ToolCalls: pending}
 	}
 	for _, in := range v.instructions {
+		if in.kind == obeyPlanFlood && !calledID[in.floodID(1)] {
+			if app, _, _ := strings.Cut(in.tool, "__"); v.dropped(app) {
+				continue
+			}
+			flood := make([]llm.ToolCall, in.count)
+			for k := range flood {
+				flood[k] = llm.ToolCall{ID: in.floodID(k + 1), Name: in.tool, Arguments: "{}"}
+			}
+			return Reply{ToolCalls: flood}
+		}
 		if in.kind != obeyCall || calledID[in.callID()] {
 			continue
 		}
