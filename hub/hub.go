@@ -480,7 +480,7 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 		return &Reply{Record: q.record}, err
 	}
 	answer += droppedNote(dropped)
-	err = h.whileCurrent(q, func() error { return h.store.RecordTurn(ctx, q.user, text, answer) })
+	err = h.whileCurrent(q, func() error { return h.store.RecordTurn(ctx, q.user, text, store.AnswerPart{Content: answer}) })
 	if err != nil {
 		q.record.Error = err.Error()
 		return &Reply{Record: q.record}, userError(err, "I could not save this conversation turn")

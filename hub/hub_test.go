@@ -347,7 +347,7 @@ func TestFaultySpokeNeverHarmsTheHub(t *testing.T) {
 	if err := sys.Store.PutGrant(ctx, store.Grant{User: alice, Category: "exec", Subject: "metro_hail", AppVersion: "v", Duration: "always"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := sys.Store.RecordTurn(ctx, alice, "remember this", "remembered"); err != nil {
+	if err := sys.Store.RecordTurn(ctx, alice, "remember this", store.AnswerPart{Content: "remembered"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {

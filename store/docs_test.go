@@ -207,7 +207,7 @@ func TestForgetUserErasesContent(t *testing.T) {
 	const secret = "marker-3f9c2d-the-users-diagnosis"
 	remember := func(user string) {
 		t.Helper()
-		if err := s.RecordTurn(ctx, user, secret, "noted"); err != nil {
+		if err := s.RecordTurn(ctx, user, secret, store.AnswerPart{Content: "noted"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.AppendSpokeMemory(ctx, user, "health", secret); err != nil {

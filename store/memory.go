@@ -2,13 +2,15 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
-// Memory roles. Hub memory holds only the user's messages and the final
-// answers; spoke memory entries all have RoleSpoke.
+// Memory roles. Hub memory holds only the user's messages and the parts of
+// the answers; spoke memory entries all have RoleSpoke.
 const (
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
@@ -21,16 +23,87 @@ type MemoryEntry struct {
 	Time    time.Time
 	Role    string
 	Content string
+	// Provenance says which apps' output shaped the entry. A user's
+	// message is the user's own words: its provenance is known and empty.
+	Provenance Provenance
+}
+
+// Provenance names the apps whose output shaped a hub-memory entry. The
+// store keeps it; the hub decides from it which model may read the entry.
+// Its zero value is unknown provenance, which readers must treat as shaped
+// by apps they cannot name: forgetting to set it fails closed.
+type Provenance struct {
+	// Known is false for an entry whose provenance was not recorded (rows
+	// written before it was kept).
+	Known bool
+	// Apps are the apps, sorted and distinct; none for the user's words
+	// and for what no app shaped.
+	Apps []string
+}
+
+// ShapedBy is the known provenance of an entry shaped by apps (none: by
+// no app).
+func ShapedBy(apps ...string) Provenance {
+	out := slices.Clone(apps)
+	slices.Sort(out)
+	return Provenance{Known: true, Apps: slices.Compact(out)}
+}
+
+// AppFree reports whether no app's output shaped the entry, for certain.
+func (p Provenance) AppFree() bool { return p.Known && len(p.Apps) == 0 }
+
+// column is the provenance as stored: NULL for unknown, else the sorted
+// app names joined by commas (app names have none).
+func (p Provenance) column() sql.NullString {
+	if !p.Known {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: strings.Join(ShapedBy(p.Apps...).Apps, ","), Valid: true}
+}
+
+func provenanceOf(col sql.NullString) Provenance {
+	if !col.Valid {
+		return Provenance{}
+	}
+	if col.String == "" {
+		return ShapedBy()
+	}
+	return ShapedBy(strings.Split(col.String, ",")...)
+}
+
+func checkProvenance(p Provenance) error {
+	for _, app := range p.Apps {
+		if err := checkName("app", app); err != nil {
+			return err
+		}
+		if strings.Contains(app, ",") {
+			return fmt.Errorf("%w: app name %q", ErrInvalid, app)
+		}
+	}
+	return nil
+}
+
+// AnswerPart is one part of an answer, as hub memory keeps it.
+type AnswerPart struct {
+	Content    string
+	Provenance Provenance
 }
 
 // AppendHubMemory appends one entry (role "user" or "assistant") to the
-// user's hub memory.
-func (s *Store) AppendHubMemory(ctx context.Context, user, role, content string) error {
+// user's hub memory. A user's entry is the user's own words; an assistant's
+// entry has the provenance given.
+func (s *Store) AppendHubMemory(ctx context.Context, user, role, content string, p Provenance) error {
+	if role == RoleUser {
+		p = ShapedBy()
+	}
 	if err := checkHubEntry(user, role, content); err != nil {
 		return fmt.Errorf("failed to append hub memory: %w", err)
 	}
+	if err := checkProvenance(p); err != nil {
+		return fmt.Errorf("failed to append hub memory: %w", err)
+	}
 	err := s.write(ctx, func(ctx context.Context) error {
-		return s.insertHubMemory(ctx, user, role, content, nowNanos())
+		return s.insertHubMemory(ctx, user, role, content, p, nowNanos())
 	})
 	if err != nil {
 		return fmt.Errorf("failed to append hub memory: %w", err)
@@ -38,21 +111,35 @@ func (s *Store) AppendHubMemory(ctx context.Context, user, role, content string)
 	return nil
 }
 
-// RecordTurn appends the user's query and the final answer to the user's
-// hub memory in one transaction, so a crash never leaves half a turn.
-func (s *Store) RecordTurn(ctx context.Context, user, query, answer string) error {
+// RecordTurn appends the user's query and each part of the answer, with
+// its provenance, to the user's hub memory in one transaction, so a crash
+// never leaves half a turn.
+func (s *Store) RecordTurn(ctx context.Context, user, query string, answer ...AnswerPart) error {
 	if err := checkHubEntry(user, RoleUser, query); err != nil {
 		return fmt.Errorf("failed to record turn: %w", err)
 	}
-	if err := checkContent(answer); err != nil {
-		return fmt.Errorf("failed to record turn: %w", err)
+	if len(answer) == 0 {
+		return fmt.Errorf("failed to record turn: %w: no answer", ErrInvalid)
+	}
+	for _, a := range answer {
+		if err := checkContent(a.Content); err != nil {
+			return fmt.Errorf("failed to record turn: %w", err)
+		}
+		if err := checkProvenance(a.Provenance); err != nil {
+			return fmt.Errorf("failed to record turn: %w", err)
+		}
 	}
 	now := nowNanos()
 	err := s.write(ctx, func(ctx context.Context) error {
-		if err := s.insertHubMemory(ctx, user, RoleUser, query, now); err != nil {
+		if err := s.insertHubMemory(ctx, user, RoleUser, query, ShapedBy(), now); err != nil {
 			return err
 		}
-		return s.insertHubMemory(ctx, user, RoleAssistant, answer, now)
+		for _, a := range answer {
+			if err := s.insertHubMemory(ctx, user, RoleAssistant, a.Content, a.Provenance, now); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("failed to record turn: %w", err)
@@ -60,9 +147,9 @@ func (s *Store) RecordTurn(ctx context.Context, user, query, answer string) erro
 	return nil
 }
 
-func (s *Store) insertHubMemory(ctx context.Context, user, role, content string, at int64) error {
-	_, err := s.db.Exec(ctx, "INSERT INTO hub_memory (user_id, role, content, created_at) VALUES ($1, $2, $3, $4)",
-		user, role, content, at)
+func (s *Store) insertHubMemory(ctx context.Context, user, role, content string, p Provenance, at int64) error {
+	_, err := s.db.Exec(ctx, "INSERT INTO hub_memory (user_id, role, content, created_at, provenance) VALUES ($1, $2, $3, $4, $5)",
+		user, role, content, at, p.column())
 	return err
 }
 
@@ -82,7 +169,7 @@ func (s *Store) HubMemory(ctx context.Context, user string, limit int) ([]Memory
 	if err := checkName("user", user); err != nil {
 		return nil, fmt.Errorf("failed to read hub memory: %w", err)
 	}
-	out, err := s.readMemory(ctx, `SELECT id, created_at, role, content FROM hub_memory
+	out, err := s.readMemory(ctx, `SELECT id, created_at, role, content, provenance FROM hub_memory
 		WHERE user_id=$1 ORDER BY id DESC LIMIT $2`, user, listLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("failed to read hub memory: %w", err)
@@ -116,7 +203,8 @@ func (s *Store) SpokeMemory(ctx context.Context, user, app string, limit int) ([
 	if err := checkUserApp(user, app); err != nil {
 		return nil, fmt.Errorf("failed to read spoke memory: %w", err)
 	}
-	out, err := s.readMemory(ctx, `SELECT id, created_at, 'spoke', content FROM spoke_memory
+	// Spoke memory is one app's own: its provenance is that app.
+	out, err := s.readMemory(ctx, `SELECT id, created_at, 'spoke', content, $2 FROM spoke_memory
 		WHERE user_id=$1 AND app=$2 ORDER BY id DESC LIMIT $3`, user, app, listLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("failed to read spoke memory of %s: %w", app, err)
@@ -135,10 +223,12 @@ func (s *Store) readMemory(ctx context.Context, query string, args ...any) ([]Me
 	for rows.Next() {
 		var e MemoryEntry
 		var at int64
-		if err := rows.Scan(&e.ID, &at, &e.Role, &e.Content); err != nil {
+		var prov sql.NullString
+		if err := rows.Scan(&e.ID, &at, &e.Role, &e.Content, &prov); err != nil {
 			return nil, err
 		}
 		e.Time = fromNanos(at)
+		e.Provenance = provenanceOf(prov)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

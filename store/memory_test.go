@@ -57,11 +57,11 @@ func TestHubMemory(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := context.Background()
 	for i := range 5 {
-		if err := s.RecordTurn(ctx, "@a:x", fmt.Sprint("q", i), fmt.Sprint("a", i)); err != nil {
+		if err := s.RecordTurn(ctx, "@a:x", fmt.Sprint("q", i), store.AnswerPart{Content: fmt.Sprint("a", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.AppendHubMemory(ctx, "@a:x", store.RoleUser, "last"); err != nil {
+	if err := s.AppendHubMemory(ctx, "@a:x", store.RoleUser, "last", store.Provenance{}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -83,15 +83,67 @@ func TestHubMemory(t *testing.T) {
 		}
 	}
 	for _, role := range []string{"", "spoke", "system", "tool"} {
-		if err := s.AppendHubMemory(ctx, "@a:x", role, "x"); !errors.Is(err, store.ErrInvalid) {
+		if err := s.AppendHubMemory(ctx, "@a:x", role, "x", store.Provenance{}); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("AppendHubMemory(role %q) = %v, want ErrInvalid", role, err)
 		}
 	}
-	if err := s.RecordTurn(ctx, "@a:x", "q", strings.Repeat("x", store.MaxContentBytes+1)); !errors.Is(err, store.ErrInvalid) {
+	if err := s.RecordTurn(ctx, "@a:x", "q", store.AnswerPart{Content: strings.Repeat("x", store.MaxContentBytes+1)}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("RecordTurn with an oversized answer = %v, want ErrInvalid", err)
 	}
 	if mem, _ := s.HubMemory(ctx, "@a:x", 0); len(mem) != 11 {
 		t.Errorf("a rejected turn changed hub memory: %d entries, want 11", len(mem))
+	}
+}
+
+// TestHubMemoryProvenance: each part of an answer keeps the apps that
+// shaped it; a user's message is always the user's own words; an entry
+// whose provenance was not given is unknown, not app-free.
+func TestHubMemoryProvenance(t *testing.T) {
+	s := storetest.Open(t)
+	ctx := context.Background()
+	err := s.RecordTurn(ctx, "@a:x", "fares?",
+		store.AnswerPart{Content: "metro part", Provenance: store.ShapedBy("metro_hail")},
+		store.AnswerPart{Content: "summary", Provenance: store.ShapedBy("quick_ride", "metro_hail", "quick_ride")},
+		store.AnswerPart{Content: "no-app answer", Provenance: store.ShapedBy()},
+		store.AnswerPart{Content: "unknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendHubMemory(ctx, "@a:x", store.RoleUser, "typed", store.ShapedBy("email")); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := s.HubMemory(ctx, "@a:x", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		content string
+		prov    store.Provenance
+		appFree bool
+	}{
+		{"fares?", store.Provenance{Known: true}, true},
+		{"metro part", store.Provenance{Known: true, Apps: []string{"metro_hail"}}, false},
+		{"summary", store.Provenance{Known: true, Apps: []string{"metro_hail", "quick_ride"}}, false},
+		{"no-app answer", store.Provenance{Known: true}, true},
+		{"unknown", store.Provenance{}, false},
+		{"typed", store.Provenance{Known: true}, true},
+	}
+	if len(mem) != len(want) {
+		t.Fatalf("HubMemory = %d entries, want %d", len(mem), len(want))
+	}
+	for i, w := range want {
+		got := mem[i].Provenance
+		if mem[i].Content != w.content || got.Known != w.prov.Known || strings.Join(got.Apps, ",") != strings.Join(w.prov.Apps, ",") || got.AppFree() != w.appFree {
+			t.Errorf("entry %d = %q %+v (app-free %t), want %q %+v (%t)", i, mem[i].Content, got, got.AppFree(), w.content, w.prov, w.appFree)
+		}
+	}
+	for _, bad := range []store.Provenance{store.ShapedBy(""), store.ShapedBy("a,b")} {
+		if err := s.RecordTurn(ctx, "@a:x", "q", store.AnswerPart{Content: "a", Provenance: bad}); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("RecordTurn with provenance %+v = %v, want ErrInvalid", bad, err)
+		}
+	}
+	if err := s.RecordTurn(ctx, "@a:x", "q"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("RecordTurn without an answer = %v, want ErrInvalid", err)
 	}
 }
 
@@ -134,7 +186,7 @@ func TestForgetUser(t *testing.T) {
 	s := storetest.Open(t)
 	ctx := context.Background()
 	for _, u := range []string{"@a:x", "@b:x"} {
-		if err := s.RecordTurn(ctx, u, "q", "a"); err != nil {
+		if err := s.RecordTurn(ctx, u, "q", store.AnswerPart{Content: "a"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.AppendSpokeMemory(ctx, u, "mail", "m"); err != nil {

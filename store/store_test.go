@@ -28,8 +28,8 @@ func TestOpenMigratesEmptyFile(t *testing.T) {
 	if err := s.DB().QueryRow(ctx, "SELECT version, compat FROM "+store.VersionTable).Scan(&version, &compat); err != nil {
 		t.Fatalf("read schema version: %v", err)
 	}
-	if version != 1 || compat != 1 {
-		t.Errorf("schema version = %d (compat %d), want 1 (1)", version, compat)
+	if version != 2 || compat != 2 {
+		t.Errorf("schema version = %d (compat %d), want 2 (2)", version, compat)
 	}
 	for _, table := range []string{"sessions", "grants", "audit_log", "hub_memory", "spoke_memory", "app_docs"} {
 		if ok, err := s.DB().TableExists(ctx, table); err != nil || !ok {
@@ -67,7 +67,7 @@ func TestOpenFileMode(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "new.db")
 	s := storetest.OpenAt(t, path)
-	if err := s.AppendHubMemory(ctx, "@a:x", store.RoleUser, "hello"); err != nil {
+	if err := s.AppendHubMemory(ctx, "@a:x", store.RoleUser, "hello", store.Provenance{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
@@ -131,6 +131,43 @@ func TestOpenRejectsBadPaths(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "nope")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Open created the missing parent directory: %v", err)
+	}
+}
+
+// TestUpgradeKeepsHubMemoryOfUnknownProvenance: a v1 database's answers,
+// written before provenance was kept, come back of unknown provenance
+// (readers treat them as app-shaped), and its user messages as the user's.
+func TestUpgradeKeepsHubMemoryOfUnknownProvenance(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "secgpt.db")
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Back to v1: the table as it was, with a turn in it.
+	for _, q := range []string{
+		"ALTER TABLE hub_memory DROP COLUMN provenance",
+		"INSERT INTO hub_memory (user_id, role, content, created_at) VALUES ('@a:x', 'user', 'old question', 1), ('@a:x', 'assistant', 'old answer', 2)",
+		"UPDATE " + store.VersionTable + " SET version=1, compat=1",
+	} {
+		if _, err := s.DB().Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mem, err := s.HubMemory(ctx, "@a:x", 0)
+	if err != nil || len(mem) != 2 {
+		t.Fatalf("HubMemory after the upgrade = %+v, %v", mem, err)
+	}
+	if !mem[0].Provenance.AppFree() || mem[1].Provenance.Known || mem[1].Provenance.AppFree() {
+		t.Errorf("provenance after the upgrade: question %+v, answer %+v; want the user's words and unknown", mem[0].Provenance, mem[1].Provenance)
 	}
 }
 
@@ -202,7 +239,7 @@ func TestReopenKeepsData(t *testing.T) {
 	if err := s.PutGrant(ctx, store.Grant{User: "@a:x", Category: store.CategoryExec, Subject: "mail", AppVersion: "v1", Duration: store.DurationAlways}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordTurn(ctx, "@a:x", "q", "a"); err != nil {
+	if err := s.RecordTurn(ctx, "@a:x", "q", store.AnswerPart{Content: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.PutDoc(ctx, "@a:x", "mail", "inbox", "m1", []byte(`{"id":"m1"}`)); err != nil {
@@ -242,7 +279,7 @@ func TestConcurrentWriters(t *testing.T) {
 				id := fmt.Sprintf("w%d-%d", w, i)
 				errs <- s.PutDoc(ctx, user, "drive", "files", id, []byte(`{}`))
 				errs <- s.AppendAudit(ctx, store.AuditEntry{User: user, Decision: "allow"})
-				errs <- s.RecordTurn(ctx, user, "q "+id, "a "+id)
+				errs <- s.RecordTurn(ctx, user, "q "+id, store.AnswerPart{Content: "a " + id})
 				if _, err := s.HubMemory(ctx, user, 5); err != nil {
 					errs <- err
 				}
@@ -289,7 +326,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	// The loop ends only by SIGKILL; the bound stops a child whose parent died.
 	for i := range 100_000 {
-		if err := s.RecordTurn(ctx, "@crash:x", "q"+strconv.Itoa(i), "a"+strconv.Itoa(i)); err != nil {
+		if err := s.RecordTurn(ctx, "@crash:x", "q"+strconv.Itoa(i), store.AnswerPart{Content: "a" + strconv.Itoa(i)}); err != nil {
 			fmt.Println("error", err)
 			return
 		}

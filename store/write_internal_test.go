@@ -19,12 +19,12 @@ func TestWriterQueueHonoursContext(t *testing.T) {
 	s.writeSlot <- struct{}{} // another writer holds the slot
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err = s.AppendHubMemory(ctx, "@a:x", RoleUser, "queued")
+	err = s.AppendHubMemory(ctx, "@a:x", RoleUser, "queued", Provenance{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("queued AppendHubMemory = %v, want deadline exceeded", err)
 	}
 	<-s.writeSlot
-	if err := s.AppendHubMemory(context.Background(), "@a:x", RoleUser, "free"); err != nil {
+	if err := s.AppendHubMemory(context.Background(), "@a:x", RoleUser, "free", Provenance{}); err != nil {
 		t.Errorf("AppendHubMemory after the slot was freed = %v", err)
 	}
 }

@@ -137,8 +137,10 @@ func (a *Agent) Handle(ctx context.Context, user, query string) (Result, error) 
 	if res.Answer == "" {
 		return res, errors.New("the model gave no answer within its budget")
 	}
-	// The shared memory keeps the raw exchange, as a non-isolated system does.
-	if err := a.opts.Store.RecordTurn(ctx, user, query, res.Answer); err != nil {
+	// The shared memory keeps the raw exchange, as a non-isolated system
+	// does. Its provenance is not tracked: the isolated hub, should it read
+	// this store, treats the answer as shaped by apps.
+	if err := a.opts.Store.RecordTurn(ctx, user, query, store.AnswerPart{Content: res.Answer}); err != nil {
 		return res, fmt.Errorf("failed to record turn: %w", err)
 	}
 	return res, nil

@@ -1,4 +1,4 @@
--- v0 -> v1: Latest revision
+-- v0 -> v2: Latest revision
 
 -- Every *_at column holds Unix nanoseconds (UTC).
 
@@ -52,7 +52,11 @@ CREATE TABLE hub_memory (
 	user_id    TEXT    NOT NULL,
 	role       TEXT    NOT NULL CHECK (role IN ('user', 'assistant')),
 	content    TEXT    NOT NULL,
-	created_at INTEGER NOT NULL
+	created_at INTEGER NOT NULL,
+	-- The apps whose output shaped the entry, comma-separated and sorted;
+	-- '' for none; NULL for unknown (written before v2), which readers
+	-- treat as shaped by apps.
+	provenance TEXT
 );
 CREATE INDEX hub_memory_user_idx ON hub_memory (user_id, id);
 
