@@ -208,6 +208,14 @@ type errHub struct{ msg string }
 
 func (e *errHub) Error() string { return e.msg }
 
+// notify sends one frame that gets no reply.
+func (rt *runtime) notify(kind Kind, body any) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.nextID++
+	return rt.send(Frame{Kind: kind, ID: rt.nextID}, body)
+}
+
 // request sends one request and waits for its reply.
 func (rt *runtime) request(kind Kind, body, out any) error {
 	rt.mu.Lock()

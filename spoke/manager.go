@@ -67,6 +67,13 @@ type Handler interface {
 	Data(ctx context.Context, op DataOp) (DataReply, error)
 }
 
+// OutputHandler is a Handler that takes a step's early output (see
+// KindOutput). A spoke's output frame to a handler without it is dropped:
+// the result frame carries the output again.
+type OutputHandler interface {
+	Output(ctx context.Context, out Output)
+}
+
 // Info describes the process that ran a step.
 type Info struct {
 	PID int `json:"pid"`
@@ -837,6 +844,15 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 			return res, nil
 		case KindReady:
 			return fail("broke the protocol and was stopped", fmt.Errorf("%w: second ready frame", ErrProtocol))
+		case KindOutput:
+			var out Output
+			if err := DecodeBody(f.Body, &out); err != nil {
+				return fail("sent a malformed output and was stopped", fmt.Errorf("%w: %v", ErrProtocol, err))
+			}
+			if oh, ok := h.(OutputHandler); ok {
+				oh.Output(ctx, out)
+			}
+			timer.Reset(budget)
 		default:
 			reply, err := p.serve(ctx, f, h)
 			if errors.Is(err, ErrProtocol) {

@@ -14,7 +14,7 @@ import (
 
 const vanillaPrompt = `You are a helpful personal assistant answering one user directly. You have no apps and no tools. Answer the user's last message clearly and briefly.`
 
-const collaborativePrompt = `You are a helpful personal assistant. The user's request was carried out by several apps; their results are the completed tool calls below, as typed data. Answer the user's request from those results only: report each app's result accurately and do exactly what the user asked with them (for example, compare them). Do not invent results.`
+const combinerPrompt = `You are a helpful personal assistant. The user's request was carried out by several apps, and each app tells the user its own result separately. Below, as completed tool calls, are the typed fields of their results (numbers, yes/no values, short codes). Write only what the request asks across the apps: compare, choose, total or rank them. Do not invent values.`
 
 func appPrompt(spec apps.Spec, others []string) string {
 	var b strings.Builder

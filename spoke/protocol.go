@@ -30,8 +30,8 @@ const (
 	KindReply Kind = "reply"
 )
 
-// Frames from a spoke to the hub. Every one but KindReady and KindResult is a
-// request the hub answers with a KindReply of the same ID.
+// Frames from a spoke to the hub. Every one but KindReady, KindOutput and
+// KindResult is a request the hub answers with a KindReply of the same ID.
 const (
 	// KindReady is the spoke's first frame, sent after its sandbox is applied.
 	KindReady Kind = "ready"
@@ -47,13 +47,19 @@ const (
 	KindMemory Kind = "memory"
 	// KindData reads or writes the app's own per-user data (DataOp → DataReply).
 	KindData Kind = "data"
+	// KindOutput reports, during a step that writes an answer, the planned
+	// function's result as soon as it is known, before the spoke's model
+	// writes the answer from it; its body is an Output and it gets no
+	// reply. The hub checks it as it checks a result's Output, and may pass
+	// it on (to later steps, to the combiner) while the answer is written.
+	KindOutput Kind = "output"
 	// KindResult ends a step; its ID is the step's frame ID and its body a Result.
 	KindResult Kind = "result"
 )
 
 var spokeKinds = map[Kind]bool{
 	KindReady: true, KindLLM: true, KindProbe: true, KindAppCall: true,
-	KindHTTP: true, KindMemory: true, KindData: true, KindResult: true,
+	KindHTTP: true, KindMemory: true, KindData: true, KindOutput: true, KindResult: true,
 }
 
 var hubKinds = map[Kind]bool{KindStep: true, KindReply: true}
@@ -201,12 +207,18 @@ type Step struct {
 	Answer bool `json:"answer,omitempty"`
 	// Memory is the spoke's own (user, app) memory, oldest first.
 	Memory []string `json:"memory,omitempty"`
-	// History is the user-visible conversation, for vanilla spokes only.
+	// History is the conversation as the no-app assistant may see it, for
+	// vanilla spokes only: the user's messages, and answers no app shaped.
 	History []llm.Message `json:"history,omitempty"`
-	// Results are other steps' typed results, for the collaborative vanilla
-	// spoke only.
+	// Results are the typed fields of several apps' results, for the
+	// vanilla spoke that writes the cross-app part of an answer (the
+	// combiner) only: never a string an app wrote.
 	Results []StepOutput `json:"results,omitempty"`
-	// OtherTools are the tool names of other apps' functions: names only.
+	// Functions are the hosted app's functions its model may be offered:
+	// those the plan names. Empty offers only Function.
+	Functions []string `json:"functions,omitempty"`
+	// OtherTools are the tool names of other apps' functions the plan lets
+	// this app call: names only, never their text.
 	OtherTools []string `json:"other_tools,omitempty"`
 	// MaxLLMCalls bounds this step's completions; the hub enforces it too.
 	MaxLLMCalls int `json:"max_llm_calls"`
@@ -216,7 +228,7 @@ type Step struct {
 	Describe bool `json:"describe,omitempty"`
 }
 
-// StepOutput is one step's typed result, as shown to a collaborative spoke.
+// StepOutput is one step's typed fields, as shown to the combiner.
 type StepOutput struct {
 	Tool   string          `json:"tool"`
 	Args   json.RawMessage `json:"args"`
@@ -243,6 +255,11 @@ type CallLog struct {
 	Args   json.RawMessage `json:"args,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  string          `json:"error,omitempty"`
+}
+
+// Output is the body of a KindOutput frame.
+type Output struct {
+	Output json.RawMessage `json:"output"`
 }
 
 // LLMRequest asks the hub for one completion. It carries no model and no

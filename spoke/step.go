@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/secgpt/secgpt/apps"
@@ -54,12 +55,12 @@ func modelFailure(err error) Result {
 }
 
 // runVanilla answers without any app: either from the user's query and
-// history alone, or, for a collaborative spoke, from other steps' typed
-// results, which it sees as completed tool calls.
+// history alone, or, as the combiner, from several apps' typed fields,
+// which it sees as completed tool calls.
 func (rt *runtime) runVanilla(_ context.Context, step Step) Result {
 	var msgs []llm.Message
 	if len(step.Results) > 0 {
-		msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: collaborativePrompt})
+		msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: combinerPrompt})
 		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: step.Query})
 		call := llm.Message{Role: llm.RoleAssistant}
 		for i, r := range step.Results {
@@ -116,8 +117,10 @@ type appStep struct {
 	env    *childEnv
 	step   Step
 	output json.RawMessage
-	calls  []CallLog
-	probed map[string]ProbeReply
+	// reported is set once the output went to the hub ahead of the answer.
+	reported bool
+	calls    []CallLog
+	probed   map[string]ProbeReply
 }
 
 // runApp runs the planned function and, when the plan's arguments already
@@ -152,8 +155,9 @@ func (rt *runtime) runApp(ctx context.Context, step Step) Result {
 		}
 	}
 
-	tools := s.tools(step.OtherTools)
+	tools := s.tools()
 	for i := 0; i < step.MaxLLMCalls; i++ {
+		s.report()
 		reply, err := rt.complete(msgs, tools)
 		if err != nil {
 			res := modelFailure(err)
@@ -211,14 +215,34 @@ func (s *appStep) finish(answer string) Result {
 	return res
 }
 
-// tools are the app's own functions, with their schemas, and other apps'
-// functions by name only: the hub decides whether any of those may run.
-func (s *appStep) tools(others []string) []llm.Tool {
+// report sends the planned function's result to the hub as soon as it is
+// known, once, when this step writes an answer: the hub may use it while
+// the model writes.
+func (s *appStep) report() {
+	if s.reported || s.output == nil || !s.step.Answer {
+		return
+	}
+	s.reported = true
+	if err := s.rt.notify(KindOutput, Output{Output: s.output}); err != nil {
+		s.rt.log.Debug().Err(err).Msg("Failed to report the output early")
+	}
+}
+
+// tools are the app's functions the plan names, with their schemas, and
+// the other apps' functions the plan lets it call, by name only: the hub
+// decides whether any call may run.
+func (s *appStep) tools() []llm.Tool {
+	own := s.step.Functions
+	if len(own) == 0 {
+		own = []string{s.step.Function}
+	}
 	var tools []llm.Tool
 	for _, f := range s.spec.Functions {
-		tools = append(tools, llm.Tool{Name: apps.ToolName(s.spec.Name, f.Name), Description: f.Description, Parameters: f.Request})
+		if slices.Contains(own, f.Name) {
+			tools = append(tools, llm.Tool{Name: apps.ToolName(s.spec.Name, f.Name), Description: f.Description, Parameters: f.Request})
+		}
 	}
-	for _, name := range others {
+	for _, name := range s.step.OtherTools {
 		tools = append(tools, llm.Tool{Name: name, Description: "A function of another app. Only its name is known here; the hub decides whether you may use it.", Parameters: json.RawMessage(`{"type":"object"}`)})
 	}
 	return tools
