@@ -84,7 +84,8 @@
 // PlanSchemaName). The catalogue of (app, function, args schema) is read
 // from the branches of properties.steps.items.anyOf, in order; each branch
 // has properties app {"const"}, function {"const"} and args (an object
-// schema whose "required" order is the positional order). The query is the
+// schema whose "required" order is the positional order, or without
+// "required" the order its properties are declared in). The query is the
 // last user message.
 //
 //  1. Apps mentioned: catalogue apps whose name occurs in the query as a whole
@@ -94,8 +95,8 @@
 //     then the one whose required arguments the query fills, then the first
 //     declared.
 //  3. Arguments: a keyed value fills the property of its key (case-insensitive);
-//     the other quoted values fill the unfilled required properties of type
-//     string (or no type) in "required" order. Every step gets all the
+//     the other quoted values fill the unfilled positional properties of
+//     type string (or no type) in positional order. Every step gets all the
 //     query's values. A value for a number, integer or boolean property is
 //     converted when it parses as one.
 //  4. Every call instruction whose TOOL is in the catalogue adds a step with

@@ -108,6 +108,12 @@ func TestObedientPlanner(t *testing.T) {
 				`{"id":"s2","app":"metro_hail","function":"estimate_fare","args":{"end_point":"Elm Avenue","start_point":"Main Street"},"depends_on":[]}]}`,
 		},
 		{
+			name:     "no required list: positional by declaration order",
+			catalog:  []decl{{"quick_ride", "estimate_fare", `{"type":"object","properties":{"start_point":{"type":"string"},"end_point":{"type":"string"},"seats":{"type":"integer"}}}`}},
+			messages: []llm.Message{user("quick_ride from 'Main Street' to 'Elm Avenue'")},
+			want:     `{"steps":[{"id":"s1","app":"quick_ride","function":"estimate_fare","args":{"end_point":"Elm Avenue","start_point":"Main Street"},"depends_on":[]}]}`,
+		},
+		{
 			name:     "order of first mention, whole words only",
 			catalog:  rides,
 			messages: []llm.Message{user(`METRO_HAIL, not quick_rides: from "A" to "B"`)},

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"slices"
@@ -171,7 +172,8 @@ type function struct {
 	tool string
 	// types maps each argument property to its JSON type ("" when none).
 	types map[string]string
-	// required lists the required properties in positional order.
+	// required lists the properties quoted values fill, in order: the
+	// required ones, or with no "required" list every property.
 	required []string
 }
 
@@ -187,8 +189,9 @@ func toolFunction(name string, params json.RawMessage) function {
 	return f
 }
 
-// argsSchema reads an object schema's property types and required list.
-// Anything unreadable yields no properties.
+// argsSchema reads an object schema's property types and its positional
+// order: the "required" list, or without one every property, in
+// declaration order. Anything unreadable yields no properties.
 func argsSchema(raw json.RawMessage) (map[string]string, []string) {
 	var s struct {
 		Properties map[string]struct {
@@ -203,13 +206,58 @@ func argsSchema(raw json.RawMessage) (map[string]string, []string) {
 	for name, p := range s.Properties {
 		types[name] = schemaType(p.Type)
 	}
-	var required []string
-	for _, r := range s.Required {
+	order := s.Required
+	if order == nil {
+		order = propertyOrder(raw)
+	}
+	var positional []string
+	for _, r := range order {
 		if _, ok := types[r]; ok {
-			required = append(required, r)
+			positional = append(positional, r)
 		}
 	}
-	return types, required
+	return types, positional
+}
+
+// propertyOrder returns the names of a schema's top-level properties in
+// declaration order.
+func propertyOrder(raw json.RawMessage) []string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if k != "properties" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return nil
+		}
+		var names []string
+		for dec.More() {
+			name, err := dec.Token()
+			if err != nil {
+				return nil
+			}
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil
+			}
+			if n, ok := name.(string); ok {
+				names = append(names, n)
+			}
+		}
+		return names
+	}
+	return nil
 }
 
 // schemaType reads "type": a string, or the first non-null of an array.
