@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -133,11 +134,33 @@ func runAdversary(t *testing.T, c adversary, mode string, bystander bool) *outco
 	return o
 }
 
-// isolatedTurn is what the user saw of a reply of the hub, by voice.
+// isolatedTurn is what the user saw of a reply of the hub, by voice: each
+// part is its app's, the summary and the hub's notes the hub's, and a
+// note that quotes an app is that app's.
 func isolatedTurn(reply *hub.Reply, err error) turn {
 	if err != nil {
 		msg := err.Error()
+		var he *hub.Error
+		if errors.As(err, &he) && he.App != "" {
+			return turn{text: msg, voices: map[string]string{he.App: msg}}
+		}
 		return turn{text: msg, voices: map[string]string{"": msg}}
 	}
-	return turn{text: reply.Answer, voices: map[string]string{"": reply.Answer}}
+	voices := map[string]string{}
+	say := func(who, text string) {
+		if voices[who] != "" {
+			voices[who] += "\n"
+		}
+		voices[who] += text
+	}
+	for _, p := range reply.Parts {
+		say(p.App, p.Text)
+	}
+	if reply.Summary != nil {
+		say("", reply.Summary.Text)
+	}
+	for _, n := range reply.Notes {
+		say(n.App, n.Text)
+	}
+	return turn{text: reply.Answer, voices: voices}
 }

@@ -28,9 +28,23 @@ type broker struct {
 	app   string
 	chain []string // apps waiting on this step, outermost first
 	calls int
+	// early takes the step's output when the spoke reports it ahead of its
+	// answer; nil ignores such reports.
+	early func(json.RawMessage)
 }
 
-var _ spoke.Handler = (*broker)(nil)
+var (
+	_ spoke.Handler       = (*broker)(nil)
+	_ spoke.OutputHandler = (*broker)(nil)
+)
+
+// Output takes a step's early output (see spoke.KindOutput), once.
+func (b *broker) Output(_ context.Context, out spoke.Output) {
+	if b.early != nil {
+		b.early(out.Output)
+		b.early = nil
+	}
+}
 
 var (
 	errNoTools  = errors.New("this assistant has no apps or tools")
@@ -126,9 +140,9 @@ func (b *broker) admit(ctx context.Context, tc *llm.ToolCall) string {
 	if strings.TrimSpace(tc.Arguments) == "" {
 		raw = json.RawMessage("{}")
 	}
-	args, err := apps.CanonicalDocument(f.Request, raw)
-	if err != nil {
-		return b.refuse(ctx, appName, fn, tc.Name, fmt.Sprintf("the arguments do not match %s's schema: %v", tc.Name, err))
+	args, why := b.checkArgs(appName, tc.Name, f.Request, raw)
+	if why != "" {
+		return b.refuse(ctx, appName, fn, tc.Name, why)
 	}
 	tc.Arguments = string(args)
 	if appName == b.app {
@@ -138,14 +152,14 @@ func (b *broker) admit(ctx context.Context, tc *llm.ToolCall) string {
 			}
 			return notAllowed
 		}
-		if !f.Irreversible || b.q.caps.consume("", appName, fn, args) {
+		if b.q.caps.admit("", appName, fn, args, f.Irreversible) {
 			return ""
 		}
-		// The plan's consent covered one run with the arguments it showed;
-		// any other run of an irreversible function is put to the user
-		// with its own arguments.
+		// The user's answer covered the calls it showed, with the
+		// arguments it showed: any other call is put to the user with its
+		// own arguments.
 		if b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: appName, Function: fn, Args: args,
-			Warning: "The plan did not include this call with these arguments."}) {
+			Warning: "The plan did not include this call with these arguments; the arguments differ from those you were shown."}) {
 			return ""
 		}
 		return "not part of the plan with these arguments, and not allowed by the user"
@@ -156,7 +170,7 @@ func (b *broker) admit(ctx context.Context, tc *llm.ToolCall) string {
 	if b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: appName, Caller: b.app, Function: fn, Args: args}) {
 		// The user saw these arguments: CallApp runs exactly this call
 		// without asking again.
-		b.q.caps.approve(b.app, appName, fn, args)
+		b.q.caps.approve(b.app, appName, fn, args, false)
 		return ""
 	}
 	return notAllowed
@@ -194,11 +208,31 @@ func (b *broker) spokeName() string {
 	return b.app
 }
 
+// checkArgs returns the canonical encoding of a tool call's arguments
+// checked against app's function schema, or why they do not fit: in
+// detail for the spoke's own app, whose schema is its own text, and
+// without the schema's words (its enums, its patterns) for another app's.
+func (b *broker) checkArgs(app, tool string, schema, raw json.RawMessage) (json.RawMessage, string) {
+	canon, err := apps.Canonical(raw)
+	if err != nil {
+		return nil, fmt.Sprintf("the arguments are not a single valid document: %v", err)
+	}
+	args, err := apps.CanonicalDocument(schema, canon)
+	switch {
+	case err == nil:
+		return args, ""
+	case app == b.app:
+		return nil, fmt.Sprintf("the arguments do not match %s's schema: %v", tool, err)
+	default:
+		return nil, fmt.Sprintf("the arguments do not match %s's schema", tool)
+	}
+}
+
 // outOfPlan puts a request the plan did not name to the configured policy.
 func (b *broker) outOfPlan(ctx context.Context, req ConsentRequest) bool {
 	req.InPlan = false
 	req.Irreversible = b.h.catalog.irreversible(req.App, req.Function)
-	return b.h.decide(ctx, b.q, req)
+	return b.h.decide(ctx, b.q, req).allows()
 }
 
 // callee resolves a tool name a spoke asked for to another installed app.
@@ -225,7 +259,10 @@ func (b *broker) callee(ctx context.Context, tool string) (apps.Spec, apps.Funct
 	return spec, f, nil
 }
 
-// Probe gives a function's schemas to a spoke that may call it.
+// Probe gives a function's schemas to a spoke that may call it, as
+// another app's spoke may see them: the request's signature and the
+// schema of the typed values its result will carry, without the callee's
+// prose.
 func (b *broker) Probe(ctx context.Context, p spoke.Probe) (spoke.ProbeReply, error) {
 	spec, f, err := b.callee(ctx, p.Tool)
 	if err != nil {
@@ -234,21 +271,29 @@ func (b *broker) Probe(ctx context.Context, p spoke.Probe) (spoke.ProbeReply, er
 	if !b.q.caps.canProbe(b.app, spec.Name, f.Name) {
 		return spoke.ProbeReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, p.Tool, fmt.Sprintf("%s may not use %s for this request", b.app, p.Tool)))
 	}
-	return spoke.ProbeReply{Request: f.Request, Response: f.Response}, nil
+	return spoke.ProbeReply{Request: signature(f.Request), Response: typedSchema(f.Response)}, nil
 }
 
 // CallApp runs another app's function for a spoke: only within the
 // capability set (or what the user allows outside it), with consent to run
-// the callee and consent to give its typed result back. The callee gets
-// the canonical arguments the consent showed.
+// the callee and consent to give its typed result back. Only typed values
+// cross: arguments that hold text the user did not type are refused, and
+// the callee's free text is removed from its result. The callee gets the
+// canonical arguments the consent showed.
 func (b *broker) CallApp(ctx context.Context, c spoke.AppCall) (spoke.AppCallReply, error) {
 	spec, f, err := b.callee(ctx, c.Tool)
 	if err != nil {
 		return spoke.AppCallReply{}, err
 	}
-	args, err := apps.CanonicalDocument(f.Request, c.Args)
-	if err != nil {
-		return spoke.AppCallReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, c.Tool, fmt.Sprintf("the arguments do not match %s's schema: %v", c.Tool, err)))
+	args, why := b.checkArgs(spec.Name, c.Tool, f.Request, c.Args)
+	if why != "" {
+		return spoke.AppCallReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, c.Tool, why))
+	}
+	var reqSchema map[string]any
+	_ = json.Unmarshal(f.Request, &reqSchema)
+	if text := freeText(args, reqSchema, b.q.text); len(text) > 0 {
+		return spoke.AppCallReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, c.Tool,
+			fmt.Sprintf("the arguments hold text you did not type (%s): only typed values pass between apps", strings.Join(text, ", "))))
 	}
 	chain := append(slices.Clone(b.chain), b.app)
 	if slices.Contains(chain, spec.Name) {
@@ -262,7 +307,7 @@ func (b *broker) CallApp(ctx context.Context, c spoke.AppCall) (spoke.AppCallRep
 	case b.q.caps.consume(b.app, spec.Name, f.Name, args):
 		// Allowed when the model asked for exactly this call (admit).
 	case b.q.caps.canCall(b.app, spec.Name, f.Name):
-		if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: args, InPlan: planned, Irreversible: f.Irreversible}) {
+		if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: args, InPlan: planned, Irreversible: f.Irreversible}).allows() {
 			return spoke.AppCallReply{}, fmt.Errorf("the user did not allow %s to use %s", b.app, spec.Name)
 		}
 	default:
@@ -272,12 +317,25 @@ func (b *broker) CallApp(ctx context.Context, c spoke.AppCall) (spoke.AppCallRep
 	}
 	res, err := b.h.runApp(ctx, b.q, runSpec{app: spec.Name, function: f.Name, args: args, caller: b.app, chain: chain})
 	if err != nil {
+		var he *Error
+		if errors.As(err, &he) && he.App != "" {
+			// The callee's own words stay with the callee.
+			return spoke.AppCallReply{}, fmt.Errorf("%s failed", spec.Name)
+		}
 		return spoke.AppCallReply{}, err
 	}
-	if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryCollab, App: b.app, Source: spec.Name, Function: f.Name, Result: res.Output, InPlan: planned}) {
+	typed, err := typedProjection(res.Output, f.Response)
+	if err == nil {
+		_, err = apps.CanonicalDocument(typedSchema(f.Response), typed)
+	}
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Str("app", spec.Name).Msg("A result could not be passed on as typed values")
+		return spoke.AppCallReply{}, fmt.Errorf("%s's result could not be passed on as typed values", spec.Name)
+	}
+	if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryCollab, App: b.app, Source: spec.Name, Function: f.Name, Result: typed, InPlan: planned}).allows() {
 		return spoke.AppCallReply{}, fmt.Errorf("the user did not allow %s's result to go to %s", spec.Name, b.app)
 	}
-	return spoke.AppCallReply{Result: res.Output}, nil
+	return spoke.AppCallReply{Result: typed}, nil
 }
 
 // HTTP hands an app's request to the egress broker, which fails closed.

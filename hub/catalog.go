@@ -17,11 +17,11 @@ type catalog struct {
 
 	mu          sync.Mutex
 	relaxedMemo map[string]json.RawMessage
-	schema      json.RawMessage
+	catalogues  map[string]planCatalogue
 }
 
 func newCatalog(specs []apps.Spec) (*catalog, error) {
-	c := &catalog{specs: map[string]apps.Spec{}, hashes: map[string]string{}, relaxedMemo: map[string]json.RawMessage{}}
+	c := &catalog{specs: map[string]apps.Spec{}, hashes: map[string]string{}, relaxedMemo: map[string]json.RawMessage{}, catalogues: map[string]planCatalogue{}}
 	for _, s := range specs {
 		if err := s.Validate(); err != nil {
 			return nil, fmt.Errorf("failed to install app: %w", err)
@@ -40,11 +40,9 @@ func newCatalog(specs []apps.Spec) (*catalog, error) {
 		c.names = append(c.names, s.Name)
 		c.hashes[s.Name] = s.Hash()
 	}
-	schema, err := c.buildPlanSchema()
-	if err != nil {
+	if _, err := c.planCatalogue(nil); err != nil {
 		return nil, err
 	}
-	c.schema = schema
 	return c, nil
 }
 
@@ -73,8 +71,10 @@ func (c *catalog) otherTools(app string) []string {
 	return out
 }
 
-// relaxed returns fn's request schema without its top-level "required",
-// for checking a plan's possibly incomplete arguments.
+// relaxed returns fn's request schema without "required" (nor
+// "dependentRequired") at any depth, for checking a plan's arguments,
+// which may be incomplete: the spoke completes them. Only keywords go:
+// a property named "required" stays.
 func (c *catalog) relaxed(app string, fn apps.Function) json.RawMessage {
 	key := app + "." + fn.Name
 	c.mu.Lock()
@@ -82,11 +82,9 @@ func (c *catalog) relaxed(app string, fn apps.Function) json.RawMessage {
 	if s, ok := c.relaxedMemo[key]; ok {
 		return s
 	}
-	var m map[string]json.RawMessage
 	out := fn.Request
-	if json.Unmarshal(fn.Request, &m) == nil {
-		delete(m, "required")
-		if b, err := json.Marshal(m); err == nil {
+	if v, err := decodeOrdered(fn.Request); err == nil {
+		if b, err := json.Marshal(withoutRequired(v)); err == nil {
 			out = b
 		}
 	}
@@ -94,53 +92,123 @@ func (c *catalog) relaxed(app string, fn apps.Function) json.RawMessage {
 	return out
 }
 
-// thirdPartyText are schema keywords whose values are vendor prose. They are
-// left out of the plan's response schema, which is the hub's own control
-// channel; the prose reaches the planner only fenced in the catalogue.
-var thirdPartyText = map[string]bool{"description": true, "title": true, "examples": true, "$comment": true, "default": true}
+// Where a schema holds subschemas: maps of them, one, or lists of them.
+var (
+	subschemaMaps  = map[string]bool{"properties": true, "patternProperties": true, "$defs": true, "definitions": true, "dependentSchemas": true}
+	subschemaOne   = map[string]bool{"additionalProperties": true, "items": true, "not": true, "if": true, "then": true, "else": true, "contains": true, "propertyNames": true, "additionalItems": true, "unevaluatedItems": true, "unevaluatedProperties": true}
+	subschemaLists = map[string]bool{"allOf": true, "anyOf": true, "oneOf": true, "prefixItems": true, "items": true}
+)
 
-func stripProse(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := map[string]any{}
-		for k, val := range t {
-			if thirdPartyText[k] {
-				continue
-			}
-			out[k] = stripProse(val)
-		}
-		return out
-	case []any:
-		out := make([]any, len(t))
-		for i, val := range t {
-			out[i] = stripProse(val)
-		}
-		return out
-	default:
+// withoutRequired removes "required" and "dependentRequired" wherever they
+// are keywords of a schema, and nowhere else.
+func withoutRequired(v any) any {
+	o, ok := v.(*ordered)
+	if !ok {
 		return v
 	}
+	out := &ordered{}
+	for _, k := range o.keys {
+		val := o.vals[k]
+		switch {
+		case k == "required" || k == "dependentRequired":
+			continue
+		case subschemaMaps[k]:
+			if m, ok := val.(*ordered); ok {
+				sub := &ordered{}
+				for _, name := range m.keys {
+					sub.set(name, withoutRequired(m.vals[name]))
+				}
+				val = sub
+			}
+		case subschemaLists[k]:
+			if list, ok := val.([]any); ok {
+				sub := make([]any, len(list))
+				for i, s := range list {
+					sub[i] = withoutRequired(s)
+				}
+				val = sub
+			} else if subschemaOne[k] {
+				val = withoutRequired(val)
+			}
+		case subschemaOne[k]:
+			val = withoutRequired(val)
+		}
+		out.set(k, val)
+	}
+	return out
 }
 
 // planSchemaName names the structured output the planner must produce.
 const planSchemaName = "secgpt_plan"
 
-// buildPlanSchema describes every valid step: one branch per installed
-// function, with the function's argument schema.
-func (c *catalog) buildPlanSchema() (json.RawMessage, error) {
-	var branches []any
+// maxPlanCatalogues bounds the planner catalogues kept, one per set of
+// named apps.
+const maxPlanCatalogues = 256
+
+// planCatalogue is what the planner is shown of the installed apps for
+// one set of named apps: their names and functions as text, and each
+// function's signature in the plan's response schema. It holds no text a
+// vendor wrote but identifiers.
+type planCatalogue struct {
+	text   string
+	schema json.RawMessage
+}
+
+// planCatalogue returns the catalogue for a query that named the apps in
+// named: only those apps, or every installed app when it named none.
+func (c *catalog) planCatalogue(named map[string]bool) (planCatalogue, error) {
+	var list []string
 	for _, name := range c.names {
+		if len(named) == 0 || named[name] {
+			list = append(list, name)
+		}
+	}
+	key := strings.Join(list, ",")
+	c.mu.Lock()
+	pc, ok := c.catalogues[key]
+	c.mu.Unlock()
+	if ok {
+		return pc, nil
+	}
+	schema, err := c.buildPlanSchema(list)
+	if err != nil {
+		return planCatalogue{}, err
+	}
+	var b strings.Builder
+	for _, name := range list {
+		s := c.specs[name]
+		fmt.Fprintf(&b, "- %s", name)
+		if s.IsAnnotation() {
+			b.WriteString(" (an annotation app: it answers by itself)")
+		}
+		b.WriteString(":")
+		for _, f := range s.Functions {
+			fmt.Fprintf(&b, " %s", f.Name)
+		}
+		b.WriteString("\n")
+	}
+	pc = planCatalogue{text: b.String(), schema: schema}
+	c.mu.Lock()
+	if len(c.catalogues) < maxPlanCatalogues {
+		c.catalogues[key] = pc
+	}
+	c.mu.Unlock()
+	return pc, nil
+}
+
+// buildPlanSchema describes every valid step: one branch per function of
+// the listed apps, with the function's signature as its arguments.
+func (c *catalog) buildPlanSchema(list []string) (json.RawMessage, error) {
+	var branches []any
+	for _, name := range list {
 		for _, f := range c.specs[name].Functions {
-			var args any
-			if err := json.Unmarshal(f.Request, &args); err != nil {
-				return nil, fmt.Errorf("failed to read %s.%s request schema: %w", name, f.Name, err)
-			}
 			branches = append(branches, map[string]any{
 				"type": "object",
 				"properties": map[string]any{
 					"id":          map[string]any{"type": "string"},
 					"app":         map[string]any{"const": name},
 					"function":    map[string]any{"const": f.Name},
-					"args":        stripProse(args),
+					"args":        signature(f.Request),
 					"depends_on":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
 					"inputs_from": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}},
 				},
@@ -164,40 +232,4 @@ func (c *catalog) buildPlanSchema() (json.RawMessage, error) {
 		return nil, fmt.Errorf("failed to build plan schema: %w", err)
 	}
 	return b, nil
-}
-
-// fence writes the catalogue with each app's text between markers carrying
-// a nonce the app's text cannot know, so no description can end its fence.
-func (c *catalog) fence(nonce string) string {
-	var b strings.Builder
-	for _, name := range c.names {
-		s := c.specs[name]
-		fmt.Fprintf(&b, "<<APP-%s %s\n", nonce, name)
-		fmt.Fprintf(&b, "description: %s\n", oneLine(s.Description))
-		if s.IsAnnotation() {
-			b.WriteString("kind: annotation app (answers the user by itself; function respond, no arguments)\n")
-		}
-		b.WriteString("functions:\n")
-		for _, f := range s.Functions {
-			fmt.Fprintf(&b, "- %s: %s\n  arguments schema: %s\n", f.Name, oneLine(f.Description), compact(f.Request))
-		}
-		fmt.Fprintf(&b, "APP-%s>>\n", nonce)
-	}
-	return b.String()
-}
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-func compact(raw json.RawMessage) string {
-	var buf strings.Builder
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return string(raw)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return string(raw)
-	}
-	buf.Write(b)
-	return buf.String()
 }

@@ -48,6 +48,16 @@ const (
 	DecisionNever   Decision = "never"   // stored denial
 )
 
+// allows reports whether the decision lets the request go ahead.
+func (d Decision) allows() bool {
+	return d == DecisionOnce || d == DecisionSession || d == DecisionAlways
+}
+
+// durable reports whether the decision allows beyond the request: an exec
+// grant for the session or always covers the app's planned functions with
+// any arguments, where once covers exactly the calls shown.
+func (d Decision) durable() bool { return d == DecisionSession || d == DecisionAlways }
+
 // DataItem is one value a data consent would share.
 type DataItem struct {
 	Field string `json:"field"`
@@ -58,6 +68,13 @@ type DataItem struct {
 type PlannedCall struct {
 	Function string          `json:"function"`
 	Args     json.RawMessage `json:"args"`
+	// Completes are the required arguments the plan left out, which the
+	// app completes itself: a once-answer covers one call that agrees
+	// with every argument shown.
+	Completes []string `json:"completes,omitempty"`
+	// From maps an argument to the other app's result field it is copied
+	// from ("app.field"), with a consent of its own showing the value.
+	From map[string]string `json:"from,omitempty"`
 }
 
 // ConsentRequest is one question to the user. The hub fills every field;
@@ -78,9 +95,9 @@ type ConsentRequest struct {
 	// Args are the canonical bytes the app would receive: for exec, the
 	// call's arguments; for data, the arguments the shared values are in.
 	Args json.RawMessage `json:"args,omitempty"`
-	// Calls, for an exec request covering several planned calls of App, are
-	// each call with its arguments; Function then lists them and Args is
-	// empty.
+	// Calls, for an exec request covering planned calls of App, are each
+	// call with its arguments; Function then lists them, and for one call
+	// Args holds its arguments too.
 	Calls  []PlannedCall   `json:"calls,omitempty"`
 	Data   []DataItem      `json:"data,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
@@ -194,17 +211,19 @@ func (h *Hub) version(names ...string) string {
 
 // decide answers one consent request: from this query's earlier answers,
 // from a stored grant (only where durable allows), or by asking. It fails
-// closed, and audits and records every decision.
-func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
+// closed, and audits and records every decision. Whatever does not allow
+// (see Decision.allows) is a denial.
+func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) Decision {
 	req.ID = randomID()
 	req.QueryID, req.User, req.Query = q.id, q.user, q.text
 	req.AppVersion = h.version(req.Caller, req.Source, req.App)
 	subj := subject(req)
 	onceKey := fmt.Sprintf("%s|%s|%s|%t", req.Category, subj, req.Function, req.InPlan)
 	switch {
-	case !req.InPlan && req.Category == CategoryExec:
-		// A call outside the plan is allowed for the arguments shown only.
-		onceKey += "|" + argsDigest(req.Args)
+	case req.Category == CategoryExec:
+		// An answer given in this request stands for the calls shown only.
+		calls, _ := json.Marshal(req.Calls)
+		onceKey += "|" + argsDigest(req.Args) + "|" + argsDigest(calls)
 	case req.Category == CategoryCollab:
 		// Once is for the result shown; session and always trust the pair.
 		onceKey += "|" + argsDigest(req.Result)
@@ -221,11 +240,14 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 	}
 	req.Summary = summarize(req)
 	log := zerolog.Ctx(ctx).With().Str("category", string(req.Category)).Str("subject", subj).Bool("in_plan", req.InPlan).Logger()
-	conclude := func(d Decision, source string) bool {
+	conclude := func(d Decision, source string) Decision {
 		h.audit(ctx, q, req, subj, d, source)
 		q.recordConsent(req, subj, d, source)
 		log.Info().Str("decision", string(d)).Str("source", source).Msg("Consent decided")
-		return d == DecisionOnce || d == DecisionSession || d == DecisionAlways
+		if !d.allows() {
+			return DecisionDeny
+		}
+		return d
 	}
 
 	if remember && q.onceGranted(onceKey) {
@@ -273,7 +295,7 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) bool {
 			log.Error().Err(err).Msg("Failed to store grant")
 		}
 	}
-	if remember && (d == DecisionOnce || d == DecisionSession || d == DecisionAlways) {
+	if remember && d.allows() {
 		q.grantOnce(onceKey)
 	}
 	return conclude(d, source)
@@ -306,6 +328,8 @@ func summarize(req ConsentRequest) string {
 	switch req.Category {
 	case CategoryExec:
 		switch {
+		case len(req.Calls) == 1:
+			fmt.Fprintf(&b, "Run the app %q (function %s) with %s%s.", req.App, req.Calls[0].Function, showJSON(req.Calls[0].Args), completion(req.Calls[0]))
 		case len(req.Calls) > 0:
 			fmt.Fprintf(&b, "Run the app %q for %d calls:", req.App, len(req.Calls))
 			for i, c := range req.Calls {
@@ -313,7 +337,7 @@ func summarize(req ConsentRequest) string {
 				if i == len(req.Calls)-1 {
 					sep = "."
 				}
-				fmt.Fprintf(&b, " %s with %s%s", c.Function, showJSON(c.Args), sep)
+				fmt.Fprintf(&b, " %s with %s%s%s", c.Function, showJSON(c.Args), completion(c), sep)
 			}
 		case req.Caller != "":
 			fmt.Fprintf(&b, "The app %q asks to use the app %q (function %s) with %s.", req.Caller, req.App, req.Function, showJSON(req.Args))
@@ -334,7 +358,25 @@ func summarize(req ConsentRequest) string {
 	if req.Irreversible {
 		b.WriteString(" This cannot be undone.")
 	}
+	if req.Category == CategoryExec && slices.Contains(req.Choices, DecisionSession) {
+		fmt.Fprintf(&b, " Once allows exactly the calls shown; for this session or always allows %q to run the functions a request plans, with any arguments.", req.App)
+	}
 	return b.String()
+}
+
+// completion says what the app adds to a planned call's arguments.
+func completion(c PlannedCall) string {
+	var parts []string
+	if len(c.Completes) > 0 {
+		parts = append(parts, "the app completes "+strings.Join(c.Completes, ", "))
+	}
+	for _, arg := range sortedKeys(c.From) {
+		parts = append(parts, arg+" comes from "+c.From[arg]+" (you are asked before it is copied)")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
 }
 
 // showJSON shows a canonical document as the bytes it is.

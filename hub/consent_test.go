@@ -56,8 +56,37 @@ func TestExecConsentShowsEveryPlannedCall(t *testing.T) {
 		}
 	}
 	one := h.execRequest(&query{text: "q"}, steps, "notes")
-	if one.Function != "keep" || string(one.Args) != `{}` || one.Calls != nil {
+	if one.Function != "keep" || string(one.Args) != `{}` || len(one.Calls) != 1 {
 		t.Fatalf("single-call request = %+v", one)
+	}
+}
+
+// TestExecConsentSaysWhatItCovers: the question shows which arguments the
+// app will complete and which come from another app, and says that once
+// covers exactly the calls shown while session and always cover the app's
+// planned functions with any arguments.
+func TestExecConsentSaysWhatItCovers(t *testing.T) {
+	h := &Hub{catalog: mustCatalog(t)}
+	steps := []PlanStep{
+		{ID: "s1", App: "notes", Function: "keep", Args: json.RawMessage(`{}`)},
+		{ID: "s2", App: "post", Function: "send", Args: json.RawMessage(`{"to":"eve@example.com"}`), InputsFrom: map[string]string{"body": "s1.note"}},
+		{ID: "s3", App: "post", Function: "read", Args: json.RawMessage(`{}`)},
+	}
+	req := h.execRequest(&query{text: "q"}, steps, "post")
+	if got := req.Calls[0]; strings.Join(got.Completes, ",") != "" || got.From["body"] != "notes.note" {
+		t.Fatalf("send call = %+v, want body from notes.note and nothing to complete", got)
+	}
+	req.Choices = durableChoices
+	req.Summary = summarize(req)
+	for _, want := range []string{"body comes from notes.note", "Once allows exactly the calls shown", "for this session or always allows \"post\" to run the functions a request plans, with any arguments"} {
+		if !strings.Contains(req.Summary, want) {
+			t.Errorf("summary %q lacks %q", req.Summary, want)
+		}
+	}
+	partial := h.execRequest(&query{text: "q"}, []PlanStep{{ID: "s1", App: "post", Function: "send", Args: json.RawMessage(`{"to":"eve@example.com"}`)}}, "post")
+	partial.Summary = summarize(partial)
+	if !strings.Contains(partial.Summary, "the app completes body") {
+		t.Errorf("summary %q does not say the app completes body", partial.Summary)
 	}
 }
 
@@ -88,7 +117,7 @@ func TestCollabOnceCoversTheResultShown(t *testing.T) {
 	ask := func(result string) {
 		t.Helper()
 		req := ConsentRequest{Category: CategoryCollab, Source: "post", App: "notes", Function: "keep", Result: json.RawMessage(result), InPlan: true}
-		if !h.decide(context.Background(), q, req) {
+		if !h.decide(context.Background(), q, req).allows() {
 			t.Fatalf("collab with %s denied", result)
 		}
 	}

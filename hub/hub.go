@@ -1,20 +1,48 @@
 // Package hub is the trusted centre of secgpt: it plans each request, turns
 // the plan into the request's capability set, asks the user's consent,
-// brokers every model call and every exchange between spokes, and keeps the
-// user's memory and grants.
+// brokers every model call and every exchange between spokes, composes
+// the answer, and keeps the user's memory and grants.
 //
-// The hub holds the only LLM client. It never runs app code (spokes do), never
-// shows the planner an app's output or an answer written from one, never
-// lets text from an app widen what a request may do, passes on every
-// checked document only in its canonical encoding, and fails closed: an
-// error while deciding is a denial.
+// # Text flow
+//
+// The invariant that makes isolation mean something for language (DESIGN
+// §3): text that app A wrote (its description, function and schema prose,
+// result strings, error text), and text a model wrote after reading it,
+// reaches only A's own spoke and the user, attributed to A. It never
+// reaches the planner, another app's spoke, the no-app (vanilla) spoke,
+// or a model context that holds another app's result or decides another
+// app's step. Across an app boundary only typed values move: numbers,
+// booleans, members of small enums (at most 16, each an identifier-like
+// token), and strings the user typed (a whole span of the request); each
+// move of the user's data or of another app's result is shown in a
+// consent. App, function and property names, which must be identifiers,
+// are not free text. What follows from it:
+//
+//   - The planner reads the hub's instructions, the user's own messages,
+//     and a catalogue of identifiers and typed signatures (signature.go):
+//     no description, no schema prose; only the apps the request names, or
+//     all when it names none. An invalid step fails alone (parsePlan).
+//   - Each app writes its own part of the answer in its own spoke, from its
+//     own result; the cross-app part is written from typed fields only
+//     (combiner.go). The Reply says who said what.
+//   - Hub memory keeps each entry's provenance; the no-app assistant reads
+//     only answers no app shaped, the planner only the user's messages
+//     (history.go).
+//   - Values cross between apps only typed (typed.go): inputs_from and
+//     app-to-app calls refuse free text, results lose it.
+//   - A once-answer to run an app covers exactly the calls its prompt
+//     showed (capabilities); any other call is asked again.
+//
+// The hub holds the only LLM client. It never runs app code (spokes do),
+// never lets text from an app widen what a request may do, passes on
+// every checked document only in its canonical encoding, and fails closed:
+// an error while deciding is a denial.
 package hub
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -95,7 +123,7 @@ type Options struct {
 	SessionIdle    time.Duration // default 1 h
 
 	MaxQueryBytes       int // default 8 KiB
-	MaxPlanSteps        int // default 8
+	MaxPlanSteps        int // default 16
 	MaxLLMCallsPerStep  int // default 8
 	MaxLLMCallsPerQuery int // default 32
 	MaxPromptBytes      int // default 512 KiB per completion request
@@ -121,7 +149,7 @@ func (o *Options) setDefaults() {
 	def(&o.RequestTimeout, 15*time.Minute)
 	def(&o.SessionIdle, time.Hour)
 	defInt(&o.MaxQueryBytes, 8<<10)
-	defInt(&o.MaxPlanSteps, 8)
+	defInt(&o.MaxPlanSteps, 16)
 	defInt(&o.MaxLLMCallsPerStep, 8)
 	defInt(&o.MaxLLMCallsPerQuery, 32)
 	defInt(&o.MaxPromptBytes, 512<<10)
@@ -186,16 +214,13 @@ type Request struct {
 	Consenter Consenter
 }
 
-// Reply is the answer to a query and the record of how it was made.
-type Reply struct {
-	Answer string
-	Record *Record
-}
-
 // Error is a failure to serve a query, with a message fit for the user.
 type Error struct {
 	Message string
-	Err     error
+	// App is the app whose words Message quotes (its error text), which
+	// makes the message that app's text; "" when the hub wrote it all.
+	App string
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -460,7 +485,8 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 	if err != nil {
 		return nil, userError(err, "I could not read your conversation history")
 	}
-	plan, err := h.plan(ctx, q, history)
+	named := h.catalog.namedApps(text)
+	plan, invalid, err := h.plan(ctx, q, history, named)
 	if err != nil {
 		q.record.Error = err.Error()
 		var pe *PlanError
@@ -469,26 +495,29 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 		}
 		return &Reply{Record: q.record}, describeLLMError(err, "I could not plan your request")
 	}
-	plan, dropped := followNamedApps(plan, h.catalog.namedApps(text))
+	plan, notNamed := followNamedApps(plan, named)
+	dropped := append(invalid, notNamed...)
 	q.record.Plan, q.record.Dropped = &plan, dropped
 	q.caps = newCapabilities(plan)
 	log.Info().Int("steps", len(plan.Steps)).Int("dropped", len(dropped)).Msg("Planned request")
 
-	answer, err := h.execute(ctx, q, plan, history)
+	reply, err := h.execute(ctx, q, plan, history)
 	if err != nil {
 		q.record.Error = err.Error()
 		return &Reply{Record: q.record}, err
 	}
-	answer += droppedNote(dropped)
-	err = h.whileCurrent(q, func() error { return h.store.RecordTurn(ctx, q.user, text, store.AnswerPart{Content: answer}) })
+	reply.Notes = append(planNotes(plan, dropped, named), reply.Notes...)
+	reply.compose()
+	err = h.whileCurrent(q, func() error { return h.store.RecordTurn(ctx, q.user, text, reply.memory()...) })
 	if err != nil {
 		q.record.Error = err.Error()
 		return &Reply{Record: q.record}, userError(err, "I could not save this conversation turn")
 	}
-	q.record.Answer = answer
+	q.record.Answer, q.record.Parts, q.record.Summary, q.record.Notes = reply.Answer, reply.Parts, reply.Summary, reply.Notes
 	q.record.DurationMS = time.Since(start).Milliseconds()
 	log.Info().Int64("duration_ms", q.record.DurationMS).Int("llm_calls", q.record.LLMCalls).Msg("Answered request")
-	return &Reply{Answer: answer, Record: q.record}, nil
+	reply.Record = q.record
+	return reply, nil
 }
 
 // describeLLMError turns a model failure into a message for the user.
@@ -500,106 +529,4 @@ func describeLLMError(err error, what string) *Error {
 		return userError(err, "%s: it took too long", what)
 	}
 	return userError(err, "%s", what)
-}
-
-// historyMessages turns hub memory into chat messages.
-func historyMessages(entries []store.MemoryEntry) []llm.Message {
-	out := make([]llm.Message, 0, len(entries))
-	for _, e := range entries {
-		role := llm.RoleUser
-		if e.Role == "assistant" {
-			role = llm.RoleAssistant
-		}
-		out = append(out, llm.Message{Role: role, Content: e.Content})
-	}
-	return out
-}
-
-// Record is the machine-readable account of one query.
-type Record struct {
-	QueryID string `json:"query_id"`
-	User    string `json:"user"`
-	Query   string `json:"query"`
-	Plan    *Plan  `json:"plan,omitempty"`
-	// Dropped are the planner's steps for apps the query did not name,
-	// which did not run.
-	Dropped    []PlanStep      `json:"dropped,omitempty"`
-	Consents   []ConsentRecord `json:"consents"`
-	Calls      []CallRecord    `json:"calls"`
-	Spokes     []SpokeRecord   `json:"spokes"`
-	Answer     string          `json:"answer,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	LLMCalls   int             `json:"llm_calls"`
-	DurationMS int64           `json:"duration_ms"`
-}
-
-// ConsentRecord is one consent decision of the query.
-type ConsentRecord struct {
-	Category Category        `json:"category"`
-	Subject  string          `json:"subject"`
-	App      string          `json:"app"`
-	Caller   string          `json:"caller,omitempty"`
-	Function string          `json:"function,omitempty"`
-	Args     json.RawMessage `json:"args,omitempty"`
-	Calls    []PlannedCall   `json:"calls,omitempty"`
-	Data     []DataItem      `json:"data,omitempty"`
-	Result   json.RawMessage `json:"result,omitempty"`
-	InPlan   bool            `json:"in_plan"`
-	Decision Decision        `json:"decision"`
-	Source   string          `json:"source"`
-}
-
-// CallRecord is one app function call. Source is "hub" for calls the hub
-// ran or relayed itself and "spoke" for calls a spoke reports having made
-// inside its own process.
-type CallRecord struct {
-	Step     string          `json:"step,omitempty"`
-	App      string          `json:"app"`
-	Function string          `json:"function"`
-	Caller   string          `json:"caller,omitempty"`
-	Args     json.RawMessage `json:"args,omitempty"`
-	Result   json.RawMessage `json:"result,omitempty"`
-	Error    string          `json:"error,omitempty"`
-	SpokePID int             `json:"spoke_pid,omitempty"`
-	Source   string          `json:"source"`
-}
-
-// SpokeRecord is one spoke process that served the query.
-type SpokeRecord struct {
-	App  string `json:"app"`
-	PID  int    `json:"pid"`
-	Cold bool   `json:"cold"`
-}
-
-func (q *query) recordConsent(req ConsentRequest, subj string, d Decision, source string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.record.Consents = append(q.record.Consents, ConsentRecord{
-		Category: req.Category, Subject: subj, App: req.App, Caller: req.Caller, Function: req.Function,
-		Args: req.Args, Calls: req.Calls, Data: req.Data, Result: req.Result, InPlan: req.InPlan, Decision: d, Source: source,
-	})
-}
-
-func (q *query) recordCall(c CallRecord) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.record.Calls = append(q.record.Calls, c)
-}
-
-func (q *query) recordSpoke(app string, info spoke.Info) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, s := range q.record.Spokes {
-		if s.App == app && s.PID == info.PID {
-			return
-		}
-	}
-	q.record.Spokes = append(q.record.Spokes, SpokeRecord{App: app, PID: info.PID, Cold: info.Cold})
-}
-
-// recordRefusal records a refusal the broker made without asking.
-func (q *query) recordRefusal(c ConsentRecord) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.record.Consents = append(q.record.Consents, c)
 }

@@ -9,7 +9,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"unicode"
 
 	"github.com/rs/zerolog"
 
@@ -24,292 +23,222 @@ type runSpec struct {
 	app      string
 	function string
 	args     json.RawMessage
-	answer   bool   // this spoke writes the final answer
+	answer   bool   // this spoke writes the app's part of the answer
 	caller   string // the app that asked, for app-to-app calls
 	chain    []string
+	// early, for a step that writes its part, takes the checked output as
+	// soon as the spoke reports it, before the part is written.
+	early func(json.RawMessage)
 }
 
-// stepOutcome is what one plan step produced.
-type stepOutcome struct {
+// stepRun is one plan step as it runs.
+type stepRun struct {
+	PlanStep
+	// known is closed once the step's output is known, or known never to
+	// come: later steps and the combiner wait for it, not for the part.
+	known  chan struct{}
+	once   sync.Once
 	output json.RawMessage
-	answer string
-	err    error
+	err    error // why there is no output
+	// part is the app's part of the answer, in its own words; partErr why
+	// there is none.
+	part    string
+	partErr error
 }
 
-// execute runs the plan and returns the answer for the user.
-func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.MemoryEntry) (string, error) {
+func newStepRun(s PlanStep) *stepRun { return &stepRun{PlanStep: s, known: make(chan struct{})} }
+
+// settle records the step's output, or why there is none, once.
+func (s *stepRun) settle(out json.RawMessage, err error) {
+	s.once.Do(func() {
+		s.output, s.err = out, err
+		close(s.known)
+	})
+}
+
+// fail ends a step that produced nothing.
+func (s *stepRun) fail(err error) {
+	s.settle(nil, err)
+	s.partErr = err
+}
+
+// execute runs the plan and composes the reply: each app's part written
+// in its own spoke, the cross-app part from typed fields only, and the
+// hub's notes.
+func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.MemoryEntry) (*Reply, error) {
 	if len(plan.Steps) == 0 {
-		return h.answerVanilla(ctx, q, spoke.Step{ID: "answer", Query: q.text, History: historyMessages(history)})
+		text, err := h.answerVanilla(ctx, q, spoke.Step{ID: "answer", Query: q.text, History: vanillaHistory(history)})
+		if err != nil {
+			return nil, err
+		}
+		return &Reply{Parts: []Part{{Text: text}}}, nil
 	}
-	steps := make([]PlanStep, len(plan.Steps))
-	copy(steps, plan.Steps)
-	denied := map[string]bool{}
-	for i := range steps {
-		h.checkProvenance(ctx, q, &steps[i])
+	runs := make([]*stepRun, len(plan.Steps))
+	byID := map[string]*stepRun{}
+	for i, s := range plan.Steps {
+		runs[i] = newStepRun(s)
+		byID[s.ID] = runs[i]
+	}
+	for _, r := range runs {
+		if err := h.checkProvenance(ctx, q, r.PlanStep); err != nil {
+			r.fail(err)
+		}
+	}
+	h.askExec(ctx, q, runs)
+
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.guardStep(ctx, r, func() { h.runPlanStep(ctx, q, r, byID) })
+		}()
+	}
+	var summary *Summary
+	var combineErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		summary, combineErr = h.combine(ctx, q, runs)
+	}()
+	wg.Wait()
+
+	reply := &Reply{Summary: summary}
+	var failures []string
+	for _, r := range runs {
+		if r.part != "" {
+			reply.Parts = append(reply.Parts, Part{App: r.App, Step: r.ID, Function: r.Function, Text: r.part})
+		}
+		if r.partErr != nil {
+			reply.Notes = append(reply.Notes, noteOf(r.partErr))
+			failures = append(failures, r.partErr.Error())
+		} else if r.output == nil && r.err != nil {
+			reply.Notes = append(reply.Notes, noteOf(r.err))
+		}
+	}
+	if combineErr != nil {
+		zerolog.Ctx(ctx).Warn().Err(combineErr).Msg("The cross-app part could not be written")
+		reply.Notes = append(reply.Notes, Note{Text: "the comparison across apps could not be written"})
+	}
+	if len(reply.Parts) == 0 && reply.Summary == nil {
+		if len(runs) == 1 {
+			return nil, runs[0].partErr
+		}
+		return nil, userError(nil, "none of the apps could complete your request: %s", strings.Join(failures, "; "))
+	}
+	return reply, nil
+}
+
+// askExec asks, for each app of the plan, to run every step that uses it,
+// in one question showing each call. A once-answer covers exactly those
+// calls (see capabilities.approve); a session or always answer covers the
+// app's planned functions with any arguments. A step of an app the user
+// did not allow does not run.
+func (h *Hub) askExec(ctx context.Context, q *query, runs []*stepRun) {
+	var steps []PlanStep
+	for _, r := range runs {
+		if r.partErr == nil {
+			steps = append(steps, r.PlanStep)
+		}
 	}
 	for _, app := range planApps(steps) {
-		if !h.decide(ctx, q, h.execRequest(q, steps, app)) {
-			denied[app] = true
-			continue
-		}
-		// The user saw each irreversible step's arguments: that is one run
-		// with exactly those, and nothing more (see broker.admit).
-		for _, s := range steps {
-			if s.App == app && h.catalog.irreversible(app, s.Function) {
-				q.caps.approve("", app, s.Function, s.Args)
+		req := h.execRequest(q, steps, app)
+		d := h.decide(ctx, q, req)
+		if !d.allows() {
+			for _, r := range runs {
+				if r.App == app && r.partErr == nil {
+					r.fail(userError(nil, "you did not allow %s to run", app))
+				}
 			}
-		}
-	}
-	outcomes := h.runSteps(ctx, q, steps, denied)
-
-	if len(steps) == 1 {
-		o := outcomes[steps[0].ID]
-		if o.err != nil {
-			return "", o.err
-		}
-		return o.answer, nil
-	}
-	var results []spoke.StepOutput
-	var notes []string
-	for _, s := range steps {
-		o := outcomes[s.ID]
-		if o.err != nil {
-			notes = append(notes, o.err.Error())
 			continue
 		}
-		results = append(results, spoke.StepOutput{Tool: apps.ToolName(s.App, s.Function), Args: s.Args, Result: o.output})
-	}
-	if len(results) == 0 {
-		return "", userError(nil, "none of the apps could complete your request: %s", strings.Join(notes, "; "))
-	}
-	answer, err := h.answerVanilla(ctx, q, spoke.Step{ID: "answer", Query: q.text, Results: results})
-	if err != nil {
-		return "", err
-	}
-	if len(notes) > 0 {
-		answer += "\n\nNot everything worked: " + strings.Join(notes, "; ")
-	}
-	return answer, nil
-}
-
-// namedApps returns the installed apps the query names. A name counts as a
-// whole word, compared case-insensitively, where a word is a run of
-// letters, digits and underscores, the characters app names are made of:
-// "metro_hail's" and "Use EMAIL." name metro_hail and email; "emails" and
-// "metro_hailing" name nothing.
-func (c *catalog) namedApps(query string) map[string]bool {
-	named := map[string]bool{}
-	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_'
-	})
-	for _, w := range words {
-		if _, ok := c.specs[w]; ok {
-			named[w] = true
-		}
-	}
-	return named
-}
-
-// followNamedApps enforces the user's explicit choice of apps (DESIGN §9):
-// when the query names installed apps, steps of any other app are dropped,
-// and so is every step that waits on a dropped one. The planner read
-// third-party text (app descriptions, the user's history), so a step for an
-// app the user did not name is what an injection looks like, whatever the
-// planner's reasons.
-func followNamedApps(p Plan, named map[string]bool) (Plan, []PlanStep) {
-	if len(named) == 0 {
-		return p, nil
-	}
-	gone := map[string]bool{}
-	for changed := true; changed; {
-		changed = false
-		for _, s := range p.Steps {
-			if gone[s.ID] {
+		for _, s := range steps {
+			if s.App != app {
 				continue
 			}
-			drop := !named[s.App]
-			for _, d := range s.deps() {
-				drop = drop || gone[d]
+			if d.durable() && !req.Irreversible {
+				q.caps.open(app)
 			}
-			if drop {
-				gone[s.ID], changed = true, true
-			}
+			spec, _ := h.catalog.spec(app)
+			fn, _ := spec.Function(s.Function)
+			q.caps.approve("", app, s.Function, s.Args, apps.ValidateDocument(fn.Request, s.Args) != nil)
 		}
 	}
-	kept := Plan{Steps: []PlanStep{}}
-	var dropped []PlanStep
-	for _, s := range p.Steps {
-		if gone[s.ID] {
-			dropped = append(dropped, s)
-		} else {
-			kept.Steps = append(kept.Steps, s)
-		}
-	}
-	return kept, dropped
-}
-
-// droppedNote tells the user, in the hub's own words, which planned calls
-// did not run because the query named other apps.
-func droppedNote(dropped []PlanStep) string {
-	if len(dropped) == 0 {
-		return ""
-	}
-	var calls []string
-	for _, s := range dropped {
-		calls = append(calls, s.App+"."+s.Function)
-	}
-	return fmt.Sprintf("\n\n(secgpt: not run, because your message named other apps: %s.)", strings.Join(calls, ", "))
-}
-
-// planApps lists the plan's apps in order of first use.
-func planApps(steps []PlanStep) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, s := range steps {
-		if !seen[s.App] {
-			seen[s.App] = true
-			out = append(out, s.App)
-		}
-	}
-	return out
-}
-
-// execRequest asks to run app for every step of the plan that uses it,
-// showing each step's function and arguments.
-func (h *Hub) execRequest(q *query, steps []PlanStep, app string) ConsentRequest {
-	req := ConsentRequest{Category: CategoryExec, App: app, InPlan: true}
-	var fns []string
-	for _, s := range steps {
-		if s.App == app {
-			fns = append(fns, s.Function)
-			req.Calls = append(req.Calls, PlannedCall{Function: s.Function, Args: s.Args})
-			req.Irreversible = req.Irreversible || h.catalog.irreversible(app, s.Function)
-		}
-	}
-	req.Function = strings.Join(fns, ", ")
-	if len(req.Calls) == 1 {
-		req.Args, req.Calls = req.Calls[0].Args, nil
-	}
-	if len(steps) == 1 {
-		req.Data = []DataItem{{Field: "your request", Value: q.text}}
-	}
-	return req
-}
-
-// checkProvenance asks before an app receives any argument value the user
-// did not type in this request; refused values are removed.
-func (h *Hub) checkProvenance(ctx context.Context, q *query, s *PlanStep) {
-	spec, _ := h.catalog.spec(s.App)
-	fn, _ := spec.Function(s.Function)
-	items, tops := foreignValues(s.Args, fn.Request, q.text)
-	if len(items) == 0 {
-		return
-	}
-	req := ConsentRequest{
-		Category: CategoryData, App: s.App, Function: s.Function, Data: items, Args: s.Args,
-		Warning: "These values were not in your request: they come from your conversation history or were added by the planner.",
-	}
-	if h.decide(ctx, q, req) {
-		return
-	}
-	zerolog.Ctx(ctx).Info().Str("app", s.App).Strs("args", tops).Msg("Removed arguments the user did not allow to share")
-	s.Args = withoutArgs(s.Args, tops)
-}
-
-// runSteps runs the plan: each step once its dependencies are done,
-// independent steps in parallel.
-func (h *Hub) runSteps(ctx context.Context, q *query, steps []PlanStep, denied map[string]bool) map[string]stepOutcome {
-	var mu sync.Mutex
-	outcomes := map[string]stepOutcome{}
-	done := map[string]chan struct{}{}
-	apps := map[string]string{}
-	for _, s := range steps {
-		done[s.ID] = make(chan struct{})
-		apps[s.ID] = s.App
-	}
-	var wg sync.WaitGroup
-	for _, s := range steps {
-		wg.Add(1)
-		go func(s PlanStep) {
-			defer wg.Done()
-			defer close(done[s.ID])
-			o := guardStep(ctx, s, func() stepOutcome {
-				return h.runPlanStep(ctx, q, s, len(steps) == 1, denied, func(id string) (stepOutcome, bool) {
-					select {
-					case <-done[id]:
-					case <-ctx.Done():
-						return stepOutcome{}, false
-					}
-					mu.Lock()
-					defer mu.Unlock()
-					return outcomes[id], true
-				}, apps)
-			})
-			mu.Lock()
-			outcomes[s.ID] = o
-			mu.Unlock()
-		}(s)
-	}
-	wg.Wait()
-	return outcomes
 }
 
 // guardStep runs one step's work. A panic in it, a bug of the hub's, fails
 // that step with the stack in the log; it must not end the process that
 // serves every user.
-func guardStep(ctx context.Context, s PlanStep, run func() stepOutcome) (o stepOutcome) {
+func (h *Hub) guardStep(ctx context.Context, r *stepRun, run func()) {
 	defer func() {
-		if r := recover(); r != nil {
-			zerolog.Ctx(ctx).Error().Str("app", s.App).Str("step", s.ID).Interface("panic", r).
+		if p := recover(); p != nil {
+			zerolog.Ctx(ctx).Error().Str("app", r.App).Str("step", r.ID).Interface("panic", p).
 				Bytes("stack", debug.Stack()).Msg("A step failed with a panic")
-			o = stepOutcome{err: userError(fmt.Errorf("panic: %v", r), "%s failed because of an internal error", s.App)}
+			r.fail(userError(fmt.Errorf("panic: %v", p), "%s failed because of an internal error", r.App))
 		}
+		// Whatever happened, nothing waits for this step forever.
+		r.settle(nil, userError(nil, "%s did not produce a result for %s", r.App, r.Function))
 	}()
-	return run()
+	run()
 }
 
-// runPlanStep waits for the step's inputs, copies them in with consent, and
-// runs the step on its app's spoke.
-func (h *Hub) runPlanStep(ctx context.Context, q *query, s PlanStep, answer bool, denied map[string]bool, wait func(string) (stepOutcome, bool), stepApps map[string]string) stepOutcome {
-	if denied[s.App] {
-		return stepOutcome{err: userError(nil, "you did not allow %s to run", s.App)}
+// runPlanStep waits for the step's inputs, copies them in with consent,
+// and runs the step on its app's spoke, which writes the app's part.
+func (h *Hub) runPlanStep(ctx context.Context, q *query, r *stepRun, byID map[string]*stepRun) {
+	if r.partErr != nil {
+		return
 	}
-	for _, d := range s.deps() {
-		o, ok := wait(d)
-		if !ok {
-			return stepOutcome{err: userError(ctx.Err(), "%s was not run: the request was cancelled", s.App)}
+	for _, d := range r.deps() {
+		dep := byID[d]
+		select {
+		case <-dep.known:
+		case <-ctx.Done():
+			r.fail(userError(ctx.Err(), "%s was not run: the request was cancelled", r.App))
+			return
 		}
-		if o.err != nil {
-			return stepOutcome{err: userError(nil, "%s was not run because %s failed", s.App, stepApps[d])}
+		if dep.output == nil {
+			r.fail(userError(nil, "%s was not run because %s did not produce a result", r.App, dep.App))
+			return
 		}
 	}
-	args := s.Args
-	if len(s.InputsFrom) > 0 {
+	args := r.Args
+	if len(r.InputsFrom) > 0 {
 		var err error
-		if args, err = h.fillInputs(ctx, q, s, wait, stepApps); err != nil {
-			return stepOutcome{err: err}
+		if args, err = h.fillInputs(ctx, q, r.PlanStep, byID); err != nil {
+			r.fail(err)
+			return
 		}
 	}
-	spec, _ := h.catalog.spec(s.App)
-	if fn, _ := spec.Function(s.Function); fn.Irreversible && apps.ValidateDocument(fn.Request, args) == nil {
-		// Complete arguments: the spoke runs the step itself, without a model
-		// call the broker could check, so the step's one approved run is
-		// spent here.
-		if !q.caps.consume("", s.App, s.Function, s.Args) {
-			return stepOutcome{err: userError(nil, "%s.%s was not run: it cannot be undone and its approval was already used", s.App, s.Function)}
-		}
+	spec, _ := h.catalog.spec(r.App)
+	fn, _ := spec.Function(r.Function)
+	if apps.ValidateDocument(fn.Request, args) == nil && !q.caps.admit("", r.App, r.Function, args, fn.Irreversible) {
+		// Complete arguments: the spoke runs the step itself, without a
+		// model call the broker could check, so its approval is spent here.
+		r.fail(userError(nil, "%s.%s was not run: the approval you gave covered other calls", r.App, r.Function))
+		return
 	}
-	res, err := h.runApp(ctx, q, runSpec{step: s.ID, app: s.App, function: s.Function, args: args, answer: answer})
+	res, err := h.runApp(ctx, q, runSpec{
+		step: r.ID, app: r.App, function: r.Function, args: args, answer: true,
+		early: func(out json.RawMessage) { r.settle(out, nil) },
+	})
 	if err != nil {
-		return stepOutcome{err: err}
+		r.fail(err)
+		return
 	}
-	return stepOutcome{output: res.Output, answer: res.Answer}
+	if res.Output == nil && !spec.IsAnnotation() {
+		// The spoke's model answered without the planned result; the user
+		// hears it from the hub, not only in the app's words.
+		r.settle(nil, userError(nil, "%s did not produce a valid result for %s", r.App, r.Function))
+	}
+	r.settle(res.Output, nil)
+	r.part = res.Answer
 }
 
 // fillInputs copies typed values from earlier results into the step's
-// arguments. Each source app's result going to this app is a collab consent
-// showing exactly the values copied.
-func (h *Hub) fillInputs(ctx context.Context, q *query, s PlanStep, wait func(string) (stepOutcome, bool), stepApps map[string]string) (json.RawMessage, error) {
+// arguments. A value that is free text an app wrote does not cross: the
+// step does not run. Each source app's result going to this app is a
+// collab consent showing exactly the values copied.
+func (h *Hub) fillInputs(ctx context.Context, q *query, s PlanStep, byID map[string]*stepRun) (json.RawMessage, error) {
 	args, err := decodeObject(s.Args)
 	if err != nil {
 		return nil, userError(err, "%s's arguments could not be read", s.App)
@@ -317,10 +246,13 @@ func (h *Hub) fillInputs(ctx context.Context, q *query, s PlanStep, wait func(st
 	bySource := map[string]map[string]json.RawMessage{}
 	for _, arg := range sortedKeys(s.InputsFrom) {
 		from, field, _ := strings.Cut(s.InputsFrom[arg], ".")
-		o, _ := wait(from)
-		v, err := fieldValue(o.output, field)
+		src := byID[from]
+		v, err := fieldValue(src.output, field)
 		if err != nil {
-			return nil, userError(err, "%s could not get %q from %s's result", s.App, field, stepApps[from])
+			return nil, userError(err, "%s could not get %q from %s's result", s.App, field, src.App)
+		}
+		if text := freeText(v, h.catalog.responseAt(src.App, src.Function, field), q.text); len(text) > 0 {
+			return nil, userError(nil, "%s.%s was not run: it needed %s's %s, which is text the app wrote, and text does not pass between apps", s.App, s.Function, src.App, field)
 		}
 		if bySource[from] == nil {
 			bySource[from] = map[string]json.RawMessage{}
@@ -333,8 +265,9 @@ func (h *Hub) fillInputs(ctx context.Context, q *query, s PlanStep, wait func(st
 		if err != nil {
 			return nil, err
 		}
-		if !h.decide(ctx, q, ConsentRequest{Category: CategoryCollab, App: s.App, Source: stepApps[from], Function: s.Function, Result: shown, InPlan: true}) {
-			return nil, userError(nil, "you did not allow %s's result to go to %s", stepApps[from], s.App)
+		src := byID[from].App
+		if !h.decide(ctx, q, ConsentRequest{Category: CategoryCollab, App: s.App, Source: src, Function: s.Function, Result: shown, InPlan: true}).allows() {
+			return nil, userError(nil, "you did not allow %s's result to go to %s", src, s.App)
 		}
 	}
 	return canonicalJSON(args)
@@ -395,7 +328,10 @@ func (h *Hub) runApp(ctx context.Context, q *query, r runSpec) (spoke.Result, er
 	}
 	step := spoke.Step{
 		ID: r.step, Function: r.function, Args: r.args, Answer: r.answer,
-		OtherTools: h.catalog.otherTools(r.app), MaxLLMCalls: h.opts.MaxLLMCallsPerStep,
+		MaxLLMCalls: h.opts.MaxLLMCallsPerStep,
+	}
+	if r.caller == "" {
+		step.Functions, step.OtherTools = q.caps.offered(r.app)
 	}
 	if step.ID == "" {
 		step.ID = "call"
@@ -406,7 +342,15 @@ func (h *Hub) runApp(ctx context.Context, q *query, r runSpec) (spoke.Result, er
 	for _, m := range memory {
 		step.Memory = append(step.Memory, m.Content)
 	}
-	res, info, err := h.run(ctx, q, r.app, step, &broker{h: h, q: q, app: r.app, chain: r.chain})
+	b := &broker{h: h, q: q, app: r.app, chain: r.chain}
+	if r.early != nil {
+		b.early = func(out json.RawMessage) {
+			if canon, err := apps.CanonicalDocument(fn.Response, out); err == nil {
+				r.early(canon)
+			}
+		}
+	}
+	res, info, err := h.run(ctx, q, r.app, step, b)
 	call := CallRecord{Step: r.step, App: r.app, Function: r.function, Caller: r.caller, Args: r.args, SpokePID: info.PID, Source: "hub"}
 	if err == nil && res.Output != nil {
 		// Only the canonical encoding of the checked value goes on: bytes the
@@ -420,19 +364,18 @@ func (h *Hub) runApp(ctx context.Context, q *query, r runSpec) (spoke.Result, er
 		}
 		res.Output = out
 	}
-	if err == nil && res.Output == nil {
-		if !r.answer {
-			err = userError(nil, "%s did not produce a result for %s", r.app, r.function)
-		} else if !spec.IsAnnotation() {
-			// The spoke's model answered without the planned result; the
-			// user hears it from the hub, not only in the app's words.
-			res.Answer += fmt.Sprintf("\n\n(secgpt: %s did not produce a valid result for %s.)", r.app, r.function)
-		}
+	switch {
+	case err != nil:
+		call.Error = err.Error()
+	case res.Output == nil && !r.answer:
+		err = userError(nil, "%s did not produce a result for %s", r.app, r.function)
+		call.Error = err.Error()
+	case res.Output == nil && !spec.IsAnnotation():
+		// The app wrote its part without the result: on record, and the
+		// step tells the user (runPlanStep).
+		call.Error = fmt.Sprintf("%s did not produce a valid result for %s", r.app, r.function)
 	}
 	call.Result = res.Output
-	if err != nil {
-		call.Error = err.Error()
-	}
 	q.recordCall(call)
 	for _, c := range res.Calls {
 		appName, fnName, _ := apps.SplitToolName(c.Tool)
@@ -444,7 +387,7 @@ func (h *Hub) runApp(ctx context.Context, q *query, r runSpec) (spoke.Result, er
 	return res, err
 }
 
-// answerVanilla has the user's vanilla spoke write the answer.
+// answerVanilla has the user's vanilla spoke write an answer.
 func (h *Hub) answerVanilla(ctx context.Context, q *query, step spoke.Step) (string, error) {
 	step.MaxLLMCalls = 1
 	res, _, err := h.run(ctx, q, "", step, &broker{h: h, q: q})
@@ -483,7 +426,10 @@ func (h *Hub) run(ctx context.Context, q *query, app string, step spoke.Step, b 
 		return res, info, userError(err, "%s could not be run", appLabel(app))
 	}
 	if res.Error != "" {
-		return res, info, userError(nil, "%s failed: %s", appLabel(app), res.Error)
+		// The spoke's words: its app's error, or its model's.
+		e := userError(nil, "%s failed: %s", appLabel(app), res.Error)
+		e.App = app
+		return res, info, e
 	}
 	if step.Answer || step.Query != "" && app == "" {
 		if strings.TrimSpace(res.Answer) == "" {

@@ -60,7 +60,11 @@ func TestFollowNamedApps(t *testing.T) {
 			if got := stepIDs(kept.Steps); got != tt.wantKept {
 				t.Errorf("kept %s, want %s", got, tt.wantKept)
 			}
-			if got := stepIDs(dropped); got != tt.wantOut {
+			var out []PlanStep
+			for _, d := range dropped {
+				out = append(out, d.PlanStep)
+			}
+			if got := stepIDs(out); got != tt.wantOut {
 				t.Errorf("dropped %s, want %s", got, tt.wantOut)
 			}
 			if kept.Steps == nil {
@@ -79,11 +83,18 @@ func stepIDs(steps []PlanStep) string {
 }
 
 // TestGuardStepTurnsAPanicIntoTheStepsError: a bug that panics in one step
-// fails that step, with a message naming its app.
+// fails that step, with a message naming its app, and nothing waits for it.
 func TestGuardStepTurnsAPanicIntoTheStepsError(t *testing.T) {
-	o := guardStep(context.Background(), PlanStep{ID: "s1", App: "metro_hail"}, func() stepOutcome { panic("boom") })
+	h := &Hub{}
+	r := newStepRun(PlanStep{ID: "s1", App: "metro_hail"})
+	h.guardStep(context.Background(), r, func() { panic("boom") })
 	var herr *Error
-	if !errors.As(o.err, &herr) || !strings.Contains(herr.Message, "metro_hail") {
-		t.Fatalf("outcome = %+v, want an error naming metro_hail", o)
+	if !errors.As(r.partErr, &herr) || !strings.Contains(herr.Message, "metro_hail") {
+		t.Fatalf("step error = %v, want an error naming metro_hail", r.partErr)
+	}
+	select {
+	case <-r.known:
+	default:
+		t.Fatal("the step's output is still awaited after its panic")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -42,85 +43,162 @@ func planErrorf(format string, args ...any) error {
 	return &PlanError{Reason: fmt.Sprintf(format, args...)}
 }
 
-// parsePlan strictly parses and validates a plan against the installed apps.
-func parsePlan(b []byte, catalog *catalog, maxSteps int) (Plan, error) {
+// DroppedStep is a step of the planner's that did not run, and why, in
+// the hub's words: a step is the unit of failure, not the plan.
+type DroppedStep struct {
+	PlanStep
+	Reason string `json:"reason"`
+}
+
+// parsePlan strictly reads the planner's answer and validates each step
+// against the installed apps. A plan that cannot be read, or has more than
+// maxSteps steps, is a PlanError; an invalid step is dropped with its
+// reason, and so is every step that waits for a dropped one, while the
+// rest stands: no step can make another fail.
+func parsePlan(b []byte, catalog *catalog, maxSteps int) (Plan, []DroppedStep, error) {
 	// The plan is decoded from its canonical form, so each step's arguments
 	// are canonical bytes: what the provenance check reads, what the consent
 	// shows and what the app receives are one value.
 	canon, err := apps.Canonical(b)
 	if err != nil {
-		return Plan{}, planErrorf("not a plan object: %v", err)
+		return Plan{}, nil, planErrorf("not a plan object: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(canon))
 	dec.DisallowUnknownFields()
 	var p Plan
 	if err := dec.Decode(&p); err != nil {
-		return Plan{}, planErrorf("not a plan object: %v", err)
+		return Plan{}, nil, planErrorf("not a plan object: %v", err)
 	}
 	if dec.More() {
-		return Plan{}, planErrorf("trailing data after the plan")
+		return Plan{}, nil, planErrorf("trailing data after the plan")
 	}
 	if p.Steps == nil {
-		return Plan{}, planErrorf(`missing "steps"`)
+		return Plan{}, nil, planErrorf(`missing "steps"`)
 	}
 	if len(p.Steps) > maxSteps {
-		return Plan{}, planErrorf("%d steps; at most %d are allowed", len(p.Steps), maxSteps)
+		return Plan{}, nil, planErrorf("%d steps; at most %d are allowed", len(p.Steps), maxSteps)
 	}
+	reasons := map[int]string{}
 	ids := map[string]int{}
 	for i := range p.Steps {
 		s := &p.Steps[i]
-		if !stepIDPattern.MatchString(s.ID) {
-			return Plan{}, planErrorf("step %d has an invalid id %q", i+1, s.ID)
-		}
-		if _, dup := ids[s.ID]; dup {
-			return Plan{}, planErrorf("step id %q is used twice", s.ID)
-		}
-		ids[s.ID] = i
-	}
-	for i := range p.Steps {
-		s := &p.Steps[i]
-		spec, ok := catalog.spec(s.App)
-		if !ok {
-			return Plan{}, planErrorf("step %s names the app %q, which is not installed; installed apps: %s", s.ID, s.App, strings.Join(catalog.names, ", "))
-		}
-		fn, ok := spec.Function(s.Function)
-		if !ok {
-			return Plan{}, planErrorf("step %s names %s.%s, but %s has no function %q", s.ID, s.App, s.Function, s.App, s.Function)
-		}
-		if spec.IsAnnotation() && len(p.Steps) > 1 {
-			return Plan{}, planErrorf("step %s uses the annotation app %s, which must be the only step", s.ID, s.App)
-		}
 		if len(bytes.TrimSpace(s.Args)) == 0 || string(bytes.TrimSpace(s.Args)) == "null" {
 			s.Args = json.RawMessage("{}")
 		}
-		var args map[string]json.RawMessage
-		if err := json.Unmarshal(s.Args, &args); err != nil {
-			return Plan{}, planErrorf("step %s: args must be a JSON object", s.ID)
-		}
-		for arg, src := range s.InputsFrom {
-			if _, both := args[arg]; both {
-				return Plan{}, planErrorf("step %s gives argument %q both a value and an input", s.ID, arg)
-			}
-			from, _, ok := strings.Cut(src, ".")
-			if _, known := ids[from]; !ok || !known || from == s.ID {
-				return Plan{}, planErrorf("step %s takes %q from %q, which is not another step's result field", s.ID, arg, src)
-			}
-		}
-		for _, d := range s.DependsOn {
-			if _, known := ids[d]; !known || d == s.ID {
-				return Plan{}, planErrorf("step %s depends on unknown step %q", s.ID, d)
-			}
-		}
-		// Arguments may be incomplete (the spoke completes them or says what
-		// is missing), but what is there must fit the schema.
-		if err := apps.ValidateDocument(catalog.relaxed(s.App, fn), s.Args); err != nil {
-			return Plan{}, planErrorf("step %s: the arguments for %s.%s do not match its schema: %v", s.ID, s.App, s.Function, err)
+		switch _, dup := ids[s.ID]; {
+		case !stepIDPattern.MatchString(s.ID):
+			reasons[i] = "its step id is not valid"
+		case dup:
+			reasons[i] = "its step id is used twice"
+		default:
+			ids[s.ID] = i
 		}
 	}
-	if cyc := findCycle(p); cyc != "" {
-		return Plan{}, planErrorf("steps depend on each other in a loop (%s)", cyc)
+	for i := range p.Steps {
+		if reasons[i] == "" {
+			reasons[i] = checkStep(p.Steps[i], catalog, ids)
+		}
 	}
-	return p, nil
+	// An annotation app answers alone: beside other steps it is dropped;
+	// of several alone, the first stands.
+	var valid, notes []int
+	for i, s := range p.Steps {
+		if reasons[i] == "" {
+			valid = append(valid, i)
+			if spec, _ := catalog.spec(s.App); spec.IsAnnotation() {
+				notes = append(notes, i)
+			}
+		}
+	}
+	if len(valid) > 1 && len(notes) > 0 {
+		drop := notes
+		if len(notes) == len(valid) {
+			drop = notes[1:]
+		}
+		for _, i := range drop {
+			reasons[i] = "an annotation app answers alone, and the plan has other steps"
+		}
+	}
+	// A step that waits for a dropped step, or on itself through others,
+	// is dropped too, until nothing changes.
+	for changed := true; changed; {
+		changed = false
+		for i, s := range p.Steps {
+			if reasons[i] != "" {
+				continue
+			}
+			for _, d := range s.deps() {
+				if j, ok := ids[d]; !ok || reasons[j] != "" {
+					reasons[i], changed = "it waits for a step that does not run", true
+					break
+				}
+			}
+		}
+		if !changed {
+			kept := keptSteps(p, reasons)
+			if cyc := findCycle(kept); cyc != "" {
+				for i, s := range p.Steps {
+					if reasons[i] == "" && slices.Contains(strings.Split(cyc, " → "), s.ID) {
+						reasons[i], changed = "steps wait for each other in a loop", true
+					}
+				}
+			}
+		}
+	}
+	var dropped []DroppedStep
+	for i, s := range p.Steps {
+		if reasons[i] != "" {
+			dropped = append(dropped, DroppedStep{PlanStep: s, Reason: reasons[i]})
+		}
+	}
+	return keptSteps(p, reasons), dropped, nil
+}
+
+// checkStep returns why a step is invalid, or "".
+func checkStep(s PlanStep, catalog *catalog, ids map[string]int) string {
+	spec, ok := catalog.spec(s.App)
+	if !ok {
+		return "it names an app that is not installed"
+	}
+	fn, ok := spec.Function(s.Function)
+	if !ok {
+		return fmt.Sprintf("%s has no such function", s.App)
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(s.Args, &args); err != nil {
+		return "its arguments are not an object"
+	}
+	for arg, src := range s.InputsFrom {
+		if _, both := args[arg]; both {
+			return "it gives an argument both a value and an input"
+		}
+		from, field, ok := strings.Cut(src, ".")
+		if _, known := ids[from]; !ok || !known || from == s.ID || field == "" {
+			return "it takes an input from something that is not another step's result"
+		}
+	}
+	for _, d := range s.DependsOn {
+		if _, known := ids[d]; !known || d == s.ID {
+			return "it waits for a step that does not exist"
+		}
+	}
+	// Arguments may be incomplete (the spoke completes them or says what
+	// is missing), but what is there must fit the schema.
+	if err := apps.ValidateDocument(catalog.relaxed(s.App, fn), s.Args); err != nil {
+		return fmt.Sprintf("its arguments do not fit %s.%s", s.App, s.Function)
+	}
+	return ""
+}
+
+// keptSteps is the plan without the steps that have a reason to drop.
+func keptSteps(p Plan, reasons map[int]string) Plan {
+	kept := Plan{Steps: []PlanStep{}}
+	for i, s := range p.Steps {
+		if reasons[i] == "" {
+			kept.Steps = append(kept.Steps, s)
+		}
+	}
+	return kept
 }
 
 // deps returns the steps a step waits for.
@@ -176,22 +254,34 @@ func findCycle(p Plan) string {
 	return ""
 }
 
-// capabilities is what one query may do: the plan, plus single-use
-// approvals the user gave during the query, each bound to the exact
-// arguments it showed.
+// capabilities is what one query may do: the plan, the apps the user
+// allowed for the session or always (any arguments), and single-use
+// approvals, each bound to the arguments its prompt showed.
 type capabilities struct {
 	mu    sync.Mutex
 	exec  map[string]bool    // "app.function"
 	pairs map[[2]string]bool // planned app pairs, either direction
-	// approved counts unused approvals by approvalKey.
-	approved map[string]int
+	// opened are the apps whose planned functions run with any arguments:
+	// the user answered their exec question for the session or always.
+	opened map[string]bool
+	// approved are the unused single-use approvals by (caller, function).
+	approved map[[2]string][]approval
 	// probes are {caller, "app.function"} pairs the user allowed outside
 	// the plan for some arguments; the callee's schemas may be given.
 	probes map[[2]string]bool
 }
 
+// approval is one run the user allowed with the arguments shown. Shown
+// arguments that were incomplete (the app completes the rest) cover one
+// call that agrees with every one of them.
+type approval struct {
+	args    json.RawMessage
+	partial bool
+}
+
 func newCapabilities(p Plan) *capabilities {
-	c := &capabilities{exec: map[string]bool{}, pairs: map[[2]string]bool{}, approved: map[string]int{}, probes: map[[2]string]bool{}}
+	c := &capabilities{exec: map[string]bool{}, pairs: map[[2]string]bool{}, opened: map[string]bool{},
+		approved: map[[2]string][]approval{}, probes: map[[2]string]bool{}}
 	byID := map[string]PlanStep{}
 	for _, s := range p.Steps {
 		c.exec[s.App+"."+s.Function] = true
@@ -235,31 +325,89 @@ func (c *capabilities) planned(caller, callee string) bool {
 	return c.pairs[[2]string{caller, callee}]
 }
 
-// approvalKey names one call: who asks ("" for a plan step), what runs,
-// and the canonical arguments the user was shown.
-func approvalKey(caller, app, fn string, args json.RawMessage) string {
-	return caller + "\x00" + app + "." + fn + "\x00" + string(args)
-}
-
-// approve records that the user allowed one run of app's fn with exactly
-// args, asked by caller.
-func (c *capabilities) approve(caller, app, fn string, args json.RawMessage) {
+// offered are what app's model may be offered: its own planned functions,
+// and the tool names of the other apps' planned functions it may call.
+func (c *capabilities) offered(app string) (own, others []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.approved[approvalKey(caller, app, fn, args)]++
+	for _, key := range sortedKeys(c.exec) {
+		a, fn, _ := strings.Cut(key, ".")
+		switch {
+		case a == app:
+			own = append(own, fn)
+		case c.pairs[[2]string{app, a}]:
+			others = append(others, apps.ToolName(a, fn))
+		}
+	}
+	return own, others
+}
+
+// open lets app's planned functions run with any arguments for the rest
+// of the query.
+func (c *capabilities) open(app string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opened[app] = true
+}
+
+// approve records that the user allowed one run of app's fn with args,
+// asked by caller ("" for a plan step); partial when args were incomplete.
+func (c *capabilities) approve(caller, app, fn string, args json.RawMessage, partial bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := [2]string{caller, app + "." + fn}
+	c.approved[k] = append(c.approved[k], approval{args: args, partial: partial})
 	if caller != "" {
 		c.probes[[2]string{caller, app + "." + fn}] = true
 	}
 }
 
-// consume uses up one approval of exactly this call, if there is one.
+// admit decides whether a call of app's planned function fn with args may
+// run: for an app the user opened, yes, unless fn is irreversible; else
+// only by using up an approval the call matches.
+func (c *capabilities) admit(caller, app, fn string, args json.RawMessage, irreversible bool) bool {
+	c.mu.Lock()
+	opened := c.opened[app] && caller == ""
+	c.mu.Unlock()
+	if opened && !irreversible {
+		return true
+	}
+	return c.consume(caller, app, fn, args)
+}
+
+// consume uses up one approval this call matches: one of exactly these
+// arguments, or else one of incomplete arguments that these agree with.
 func (c *capabilities) consume(caller, app, fn string, args json.RawMessage) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := approvalKey(caller, app, fn, args)
-	if c.approved[k] == 0 {
+	k := [2]string{caller, app + "." + fn}
+	list := c.approved[k]
+	i := slices.IndexFunc(list, func(a approval) bool { return sameJSON(a.args, args) })
+	if i < 0 {
+		i = slices.IndexFunc(list, func(a approval) bool { return a.partial && agrees(args, a.args) })
+	}
+	if i < 0 {
 		return false
 	}
-	c.approved[k]--
+	c.approved[k] = slices.Delete(list, i, i+1)
+	return true
+}
+
+// agrees reports whether args gives every argument of shown the value
+// shown.
+func agrees(args, shown json.RawMessage) bool {
+	a, err := decodeObject(args)
+	if err != nil {
+		return false
+	}
+	s, err := decodeObject(shown)
+	if err != nil {
+		return false
+	}
+	for k, v := range s {
+		if got, ok := a[k]; !ok || !sameJSON(got, v) {
+			return false
+		}
+	}
 	return true
 }

@@ -32,11 +32,8 @@ const maxExemptValues = 8
 // boolean, a null, an empty string or a member of a small enum. Everything
 // else is reported, and so is every object member name the schema does not
 // declare, since an open object's names are free text.
-//
-// It also returns the top-level arguments that hold the reported values,
-// which are what a refusal removes. Arguments that are not a JSON object
-// are reported whole.
-func foreignValues(args, schema json.RawMessage, query string) ([]DataItem, []string) {
+// Arguments that are not a JSON object are reported whole.
+func foreignValues(args, schema json.RawMessage, query string) []DataItem {
 	var obj map[string]any
 	canon, err := apps.Canonical(args)
 	if err == nil {
@@ -45,32 +42,28 @@ func foreignValues(args, schema json.RawMessage, query string) ([]DataItem, []st
 		err = dec.Decode(&obj)
 	}
 	if err != nil || obj == nil {
-		return []DataItem{{Field: "(arguments)", Value: string(args)}}, nil
+		return []DataItem{{Field: "(arguments)", Value: string(args)}}
 	}
-	w := &provenanceWalk{query: normalize(query), exemptLeft: maxExemptValues, tops: map[string]bool{}}
+	w := &provenanceWalk{query: normalize(query), exemptLeft: maxExemptValues}
 	props := schemaProperties(schema)
 	for _, k := range sortedKeys(obj) {
-		w.top = k
 		if _, declared := props[k]; !declared {
 			w.report(k+" (name)", k)
 		}
 		w.walk(k, obj[k], props[k], false)
 	}
-	return w.items, sortedKeys(w.tops)
+	return w.items
 }
 
 // provenanceWalk is the state of one foreignValues run.
 type provenanceWalk struct {
 	query      string
 	exemptLeft int
-	top        string // the top-level argument being walked
 	items      []DataItem
-	tops       map[string]bool
 }
 
 func (w *provenanceWalk) report(path, value string) {
 	w.items = append(w.items, DataItem{Field: path, Value: value})
-	w.tops[w.top] = true
 }
 
 func (w *provenanceWalk) walk(path string, v any, schema map[string]any, inArray bool) {
@@ -197,20 +190,3 @@ func schemaProperties(schema json.RawMessage) map[string]map[string]any {
 // normalize lower-cases and collapses white space, so "Main  Street" in a
 // query matches "main street" in an argument.
 func normalize(s string) string { return strings.ToLower(strings.Join(strings.Fields(s), " ")) }
-
-// withoutArgs removes the named top-level arguments; arguments it cannot
-// read become none at all.
-func withoutArgs(args json.RawMessage, tops []string) json.RawMessage {
-	obj, err := decodeObject(args)
-	if err != nil {
-		return json.RawMessage("{}")
-	}
-	for _, top := range tops {
-		delete(obj, top)
-	}
-	out, err := canonicalJSON(obj)
-	if err != nil {
-		return json.RawMessage("{}")
-	}
-	return out
-}

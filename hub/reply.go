@@ -1,0 +1,112 @@
+package hub
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/secgpt/secgpt/store"
+)
+
+// Reply is the answer to a query, by who said what, and the record of how
+// it was made. Front ends show each part attributed to its app: an app's
+// words are its own, and an app may say anything about itself, so only its
+// name beside them tells the user whose claim it is.
+type Reply struct {
+	// Answer is the plain composition of the parts, the summary and the
+	// notes, for front ends that show one text (chat, ask, the case
+	// studies): "app: part" for each part in plan order (a part of no app
+	// bare), then the summary, then each note as "(secgpt: …)".
+	Answer string
+	// Parts are the answer's parts. Each app that produced a result wrote
+	// its own part in its own spoke, from its own result, its own memory
+	// and the user's request; nothing of another app's reached it. A
+	// request that no app served has one part, with App "".
+	Parts []Part
+	// Summary is the cross-app part of a request served by several apps
+	// (compare, choose, total), written by a model that saw only the
+	// user's request and, per app, the typed fields of its result: numbers,
+	// booleans, members of small enums. Nil when no two apps share such a
+	// field.
+	Summary *Summary
+	// Notes are what the hub itself tells the user: steps that did not run
+	// and why, apps that failed. A note that quotes an app's words (its
+	// error text) names that app.
+	Notes  []Note
+	Record *Record
+}
+
+// Part is one part of an answer.
+type Part struct {
+	// App wrote the part in its own spoke; "" is the no-app assistant,
+	// which saw no app's text.
+	App string `json:"app"`
+	// Step and Function are the plan step the part answers, for an app.
+	Step     string `json:"step,omitempty"`
+	Function string `json:"function,omitempty"`
+	Text     string `json:"text"`
+}
+
+// Summary is the cross-app part of an answer.
+type Summary struct {
+	Text string `json:"text"`
+	// Apps are the apps whose typed fields it was written from.
+	Apps []string `json:"apps"`
+}
+
+// Note is something the hub tells the user.
+type Note struct {
+	Text string `json:"text"`
+	// App is the app whose words the note quotes; "" for the hub's own
+	// words, which name apps only by their names.
+	App string `json:"app,omitempty"`
+}
+
+// noteOf is the note that tells the user of a failure.
+func noteOf(err error) Note {
+	var e *Error
+	if errors.As(err, &e) {
+		return Note{Text: e.Message, App: e.App}
+	}
+	return Note{Text: err.Error()}
+}
+
+// compose writes the reply's plain Answer from its structure.
+func (r *Reply) compose() {
+	var blocks []string
+	for _, p := range r.Parts {
+		if p.App == "" {
+			blocks = append(blocks, p.Text)
+		} else {
+			blocks = append(blocks, p.App+": "+p.Text)
+		}
+	}
+	if r.Summary != nil {
+		blocks = append(blocks, r.Summary.Text)
+	}
+	for _, n := range r.Notes {
+		blocks = append(blocks, "(secgpt: "+n.Text+".)")
+	}
+	r.Answer = strings.Join(blocks, "\n\n")
+}
+
+// memory is the reply as hub memory keeps it: each part, the summary and
+// each note as its own entry, with the apps that shaped it.
+func (r *Reply) memory() []store.AnswerPart {
+	var out []store.AnswerPart
+	shaped := func(app string) store.Provenance {
+		if app == "" {
+			return store.ShapedBy()
+		}
+		return store.ShapedBy(app)
+	}
+	for _, p := range r.Parts {
+		out = append(out, store.AnswerPart{Content: p.Text, Provenance: shaped(p.App)})
+	}
+	if r.Summary != nil {
+		out = append(out, store.AnswerPart{Content: r.Summary.Text, Provenance: store.ShapedBy(r.Summary.Apps...)})
+	}
+	for _, n := range r.Notes {
+		out = append(out, store.AnswerPart{Content: "(secgpt: " + n.Text + ".)", Provenance: shaped(n.App)})
+	}
+	return out
+}
