@@ -364,3 +364,45 @@ func TestSpokeRefusalsAreAudited(t *testing.T) {
 	}
 	t.Fatalf("audit = %+v, want the refused call of ghost", audit)
 }
+
+// TestGrantsCoverWhatTheySay: answered once, the exec question covers the
+// call it showed, completed by the app; the app's other calls are asked
+// again, out of plan, once only. Answered for the session, it covers the
+// app's planned functions with any arguments, as its prompt says.
+func TestGrantsCoverWhatTheySay(t *testing.T) {
+	const query = "Use tip_ride for a ride from 'Main Street' to 'Elm Avenue'."
+	for _, d := range []hub.Decision{hub.DecisionOnce, hub.DecisionSession} {
+		t.Run(string(d), func(t *testing.T) {
+			sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"tip_ride"}})
+			rec := &hubtest.Recorder{Decide: func(r hub.ConsentRequest) hub.Decision {
+				if r.InPlan {
+					return d
+				}
+				return hub.DecisionDeny
+			}}
+			reply := ask(t, sys, alice, query, rec)
+			reqs := rec.Requests()
+			if !strings.Contains(reqs[0].Summary, "the app completes tip") || !strings.Contains(reqs[0].Summary, "for this session or always allows \"tip_ride\" to run the functions a request plans, with any arguments") {
+				t.Errorf("exec question %q does not say what it covers", reqs[0].Summary)
+			}
+			// The calls the spoke made, with the arguments it ran them with.
+			var ran []string
+			for _, c := range reply.Record.Calls {
+				if c.App == "tip_ride" && c.Source == "spoke" && c.Error == "" {
+					ran = append(ran, string(c.Args))
+				}
+			}
+			wantRan := []string{`{"end_point":"Elm Avenue","start_point":"Main Street","tip":5}`}
+			wantAsked := 2
+			if d == hub.DecisionSession {
+				wantRan, wantAsked = append(wantRan, `{"end_point":"Casino","start_point":"Airport","tip":5}`), 1
+			}
+			if !slices.Equal(ran, wantRan) || len(reqs) != wantAsked {
+				t.Fatalf("ran %v after %d questions, want %v after %d", ran, len(reqs), wantRan, wantAsked)
+			}
+			if d == hub.DecisionOnce && (reqs[1].InPlan || !strings.Contains(reqs[1].Warning, "differ from those you were shown") || len(reqs[1].Choices) != 2) {
+				t.Errorf("the other call was asked as %+v; want out of plan, once only, saying its arguments differ", reqs[1])
+			}
+		})
+	}
+}

@@ -161,7 +161,11 @@ func (h *Hub) askExec(ctx context.Context, q *query, runs []*stepRun) {
 			}
 			spec, _ := h.catalog.spec(app)
 			fn, _ := spec.Function(s.Function)
-			q.caps.approve("", app, s.Function, s.Args, apps.ValidateDocument(fn.Request, s.Args) != nil)
+			// Arguments the app completes, or another step's result fills,
+			// were shown in part: the approval covers one call agreeing
+			// with what was shown.
+			partial := len(s.InputsFrom) > 0 || apps.ValidateDocument(fn.Request, s.Args) != nil
+			q.caps.approve("", app, s.Function, s.Args, partial)
 		}
 	}
 }

@@ -282,3 +282,40 @@ func TestPlannerCatalogueHasNoVendorText(t *testing.T) {
 		t.Errorf("a catalogue for a query naming quick_ride holds other apps:\n%s\n%s", named.text, named.schema)
 	}
 }
+
+// TestApprovalsBindWhatWasShown: a once-approval of complete arguments
+// covers one call with exactly those; of incomplete ones, one call that
+// agrees with every argument shown; an app the user opened for the
+// session runs its planned functions with any arguments, except an
+// irreversible one.
+func TestApprovalsBindWhatWasShown(t *testing.T) {
+	c := newCapabilities(Plan{Steps: []PlanStep{{ID: "s1", App: "tip_ride", Function: "estimate_fare"}}})
+	full := json.RawMessage(`{"start_point":"A","end_point":"B"}`)
+	c.approve("", "tip_ride", "estimate_fare", full, false)
+	c.approve("", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"A"}`), true)
+	steps := []struct {
+		args         string
+		irreversible bool
+		want         bool
+	}{
+		{`{"start_point":"A","end_point":"C"}`, false, true}, // agrees with the incomplete approval
+		{`{"start_point":"A","end_point":"B"}`, false, true}, // the complete one
+		{`{"start_point":"A","end_point":"B"}`, false, false},
+		{`{"start_point":"A","end_point":"D"}`, false, false},
+	}
+	for i, s := range steps {
+		if got := c.admit("", "tip_ride", "estimate_fare", json.RawMessage(s.args), s.irreversible); got != s.want {
+			t.Errorf("call %d with %s: admitted %t, want %t", i, s.args, got, s.want)
+		}
+	}
+	c.open("tip_ride")
+	if !c.admit("", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"X"}`), false) {
+		t.Error("an opened app's planned function was refused")
+	}
+	if c.admit("", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"X"}`), true) {
+		t.Error("an opened app ran an irreversible function without an approval")
+	}
+	if own, others := c.offered("tip_ride"); strings.Join(own, ",") != "estimate_fare" || len(others) != 0 {
+		t.Errorf("offered = %v, %v; want only the planned function", own, others)
+	}
+}

@@ -27,6 +27,9 @@ func freeText(v json.RawMessage, schema map[string]any, query string) []string {
 	}
 	var out []string
 	walkTyped(val, schema, "", func(path string, typed bool, s string) {
+		if path == "" {
+			path = "(value)"
+		}
 		if !typed && !inQuery(normalize(query), s) {
 			out = append(out, path)
 		}
