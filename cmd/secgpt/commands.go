@@ -14,9 +14,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/apps/ace"
 	"github.com/secgpt/secgpt/casestudy"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/sandbox"
+	"github.com/secgpt/secgpt/spoke"
 )
 
 // consentPolicies are the non-interactive answers `ask` can give.
@@ -72,6 +74,16 @@ func userFacing(err error) error {
 		return errors.New(he.Message)
 	}
 	return err
+}
+
+// ACE's attacking apps are linked into this binary for the case studies
+// and registered only where no configuration can install them: in a spoke
+// child (a child hosts only the app its hub names, and only the case
+// studies' hubs name them) and by casestudy.RunCases.
+func init() {
+	if spoke.IsChild() {
+		ace.Register()
+	}
 }
 
 func runCaseStudy(ctx context.Context, args []string, stdout, stderr io.Writer) error {

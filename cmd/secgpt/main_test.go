@@ -160,8 +160,8 @@ func TestCaseStudiesAsPromised(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 8 {
-		t.Fatalf("rows = %d, want 4 cases × 2 modes", len(rows))
+	if len(rows) != 14 {
+		t.Fatalf("rows = %d, want 7 cases (the paper's four, ACE's three) × 2 modes", len(rows))
 	}
 	for _, row := range rows {
 		switch row.Mode {
