@@ -259,27 +259,7 @@ func (e *externalApp) Call(ctx context.Context, _ apps.Env, function string, arg
 		e.fail(err)
 		return nil, err
 	}
-	if res.IsError {
-		return nil, fmt.Errorf("the tool reported an error: %s", bounded(textOf(res.Content), 500))
-	}
-	if e.typed[function] {
-		if res.StructuredContent == nil {
-			return nil, errors.New("the tool declares an output schema but returned no structured result")
-		}
-		out, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			return nil, fmt.Errorf("failed to encode the tool's structured result: %w", err)
-		}
-		if len(out) > apps.MaxDocument {
-			return nil, fmt.Errorf("the tool's result of %d bytes is over the %d-byte limit", len(out), apps.MaxDocument)
-		}
-		return out, nil
-	}
-	text := textOf(res.Content)
-	if len(text) > MaxUntrustedText {
-		return nil, fmt.Errorf("the tool's result of %d bytes is over the %d-byte limit", len(text), MaxUntrustedText)
-	}
-	return json.Marshal(map[string]string{UntrustedTextField: text})
+	return MCPResult(res, e.typed[function])
 }
 
 // forward is the proxy's way to the broker: only during a tool call.

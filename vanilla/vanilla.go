@@ -1,10 +1,12 @@
 // Package vanilla is the non-isolated baseline of DESIGN §3: the same apps
 // and model in one LLM context with every tool and one shared memory, run
-// in-process with no spokes and no consent. It exists only to measure what
-// isolation changes (the case studies and the benchmarks).
+// in-process (external apps' MCP servers as plain child processes) with no
+// spokes, no sandbox and no consent. It exists only to measure what
+// isolation changes (the case studies, the benchmarks, and any query and
+// app by `secgpt ask --mode vanilla`).
 //
-// It must never serve a real user: nothing here is a defence, and the
-// binary reaches it only through `secgpt casestudy`.
+// It must never be the default nor serve a real user unawares: nothing
+// here is a defence, and the binary says so each time it runs it.
 package vanilla
 
 import (

@@ -33,6 +33,7 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	user := fs.String("user", "", "the user the query is from (required)")
 	policy := fs.String("consent", "allow-planned", "how consent requests are answered: allow-planned or deny-all")
 	asJSON := fs.Bool("json", false, "print the full record as JSON")
+	mode := fs.String("mode", "isolated", "isolated, or vanilla: the non-isolated baseline, for comparison only")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -44,6 +45,10 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return &usageError{msg: fmt.Sprintf("ask: unknown --consent policy %q (use allow-planned or deny-all)", *policy)}
 	case fs.NArg() != 1:
 		return &usageError{msg: "ask: give exactly one query, quoted"}
+	case *mode == "vanilla":
+		return runAskVanilla(ctx, *configPath, *user, fs.Arg(0), *asJSON, stdout, stderr)
+	case *mode != "isolated":
+		return &usageError{msg: fmt.Sprintf("ask: --mode must be isolated or vanilla, not %q", *mode)}
 	}
 	sys, err := openFor(ctx, *configPath, stderr, true)
 	if err != nil {

@@ -300,19 +300,29 @@ func externalExtra(cfg Config) func(spoke.Key) ([]string, []byte, error) {
 			}
 			decl.Functions = e.functions
 		}
-		env := map[string]string{}
-		for k, v := range e.Env {
-			env[k] = v
-		}
-		for _, k := range sortedNames(e.Secrets) {
-			v, ok := os.LookupEnv(e.Secrets[k])
-			if !ok {
-				return nil, nil, fmt.Errorf("app %s: secret %s: $%s is not set in secgpt's environment", e.Name, k, e.Secrets[k])
-			}
-			env[k] = v
+		env, err := e.environment()
+		if err != nil {
+			return nil, nil, err
 		}
 		return spoke.ExternalLaunch(decl, env)
 	}
+}
+
+// environment is the app's whole environment: its variables, and its
+// secrets read from secgpt's environment now.
+func (e ExternalApp) environment() (map[string]string, error) {
+	env := map[string]string{}
+	for k, v := range e.Env {
+		env[k] = v
+	}
+	for _, k := range sortedNames(e.Secrets) {
+		v, ok := os.LookupEnv(e.Secrets[k])
+		if !ok {
+			return nil, fmt.Errorf("app %s: secret %s: $%s is not set in secgpt's environment", e.Name, k, e.Secrets[k])
+		}
+		env[k] = v
+	}
+	return env, nil
 }
 
 // discoverExternal describes every declared external app in a discovery

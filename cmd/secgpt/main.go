@@ -51,7 +51,8 @@ const usage = `usage: secgpt <command> [flags]
 commands:
   chat        talk to the assistant in the terminal; consent prompts appear here
   bot         run the Matrix bot: secgpt bot --config FILE (see its bot section)
-  ask         answer one query for a script: secgpt ask --user ID [--consent POLICY] [--json] "query"
+  ask         answer one query for a script: secgpt ask --user ID [--consent POLICY] [--json] [--mode isolated|vanilla] "query"
+              (vanilla: the non-isolated baseline, for comparison only)
   casestudy   run the paper's case studies: secgpt casestudy [--mode isolated|vanilla|both] [NAME...]
   apps        list the installed apps
   sandbox-check  run a hostile app against the sandbox, offline, and print each attack: blocked or not, and how
