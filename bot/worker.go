@@ -206,7 +206,7 @@ func (b *Bot) query(ctx context.Context, row inboxRow) (string, string) {
 	if strings.TrimSpace(reply.Answer) == "" {
 		return "(The answer was empty.)", kindAnswer
 	}
-	return reply.Answer, kindAnswer
+	return renderAnswer(reply), kindAnswer
 }
 
 // typingRefresh is how often the typing notice is renewed; it lasts

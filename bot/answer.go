@@ -1,0 +1,51 @@
+package bot
+
+import (
+	"strings"
+
+	"github.com/secgpt/secgpt/hub"
+)
+
+// renderAnswer writes a reply as Markdown, who said what: each app's part
+// as a block under the app's name, its text fenced so that it cannot
+// format itself into another app's block or into the bot's own words;
+// the assistant's own answer (no app's text) and the cross-app summary
+// (written from typed values only) as text; the hub's notes in italics,
+// and a note that quotes an app under that app's name. A reply without
+// parts is shown as its plain answer.
+func renderAnswer(reply *hub.Reply) string {
+	if len(reply.Parts) == 0 && reply.Summary == nil {
+		return reply.Answer
+	}
+	var blocks []string
+	for _, p := range reply.Parts {
+		if p.App == "" {
+			blocks = append(blocks, p.Text)
+			continue
+		}
+		blocks = append(blocks, "**"+p.App+"** says:\n"+codeBlock(p.Text))
+	}
+	if reply.Summary != nil {
+		blocks = append(blocks, "**Across "+strings.Join(reply.Summary.Apps, ", ")+"** (from their numbers and choices only):\n\n"+reply.Summary.Text)
+	}
+	for _, n := range reply.Notes {
+		if n.App != "" {
+			blocks = append(blocks, "**"+n.App+"**, reported by secgpt:\n"+codeBlock(n.Text))
+			continue
+		}
+		blocks = append(blocks, "_secgpt: "+escapeMarkdown(n.Text)+"._")
+	}
+	return strings.Join(blocks, "\n\n")
+}
+
+// escapeMarkdown makes text literal in Markdown.
+func escapeMarkdown(text string) string {
+	var b strings.Builder
+	for _, r := range text {
+		if strings.ContainsRune("\\`*_{}[]()#+-.!|<>~", r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
