@@ -162,7 +162,7 @@ func defaultConfig() Config {
 			ScratchDir: scratch, Spares: 2,
 		},
 		Budgets: BudgetsConfig{
-			MaxQueryBytes: 8 << 10, MaxPlanSteps: 8, MaxLLMCallsPerStep: 8, MaxLLMCallsPerQuery: 32,
+			MaxQueryBytes: 8 << 10, MaxPlanSteps: 16, MaxLLMCallsPerStep: 8, MaxLLMCallsPerQuery: 32,
 			MaxPromptBytes: 512 << 10, HistoryEntries: 20, MemoryEntries: 20,
 		},
 		// New namespaces where the kernel allows them, as the example
