@@ -591,7 +591,7 @@ func TestQueryLimits(t *testing.T) {
 	}
 }
 
-func seedMailbox(t *testing.T, sys *hubtest.System) {
+func seedMailbox(t testing.TB, sys *hubtest.System) {
 	t.Helper()
 	f, err := os.Open("../casestudy/fixtures/mailbox.yaml")
 	if err != nil {
