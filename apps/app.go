@@ -39,7 +39,8 @@ const (
 const AnnotationFunction = "respond"
 
 // Spec is everything an app declares about itself. All text in it is
-// third-party text: the hub shows it to models only fenced as data.
+// third-party text: only the app's own spoke's model reads it; the
+// planner sees the app's identifiers and typed signatures only.
 type Spec struct {
 	// Name is the app's unique name: lower-case letters, digits and
 	// underscores, starting with a letter (see ValidName).
