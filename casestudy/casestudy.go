@@ -100,27 +100,6 @@ func sortedVoices(m map[string]string) []string {
 	return out
 }
 
-// answerOf is a hub reply by voice.
-func answerOf(reply *hub.Reply) Answer {
-	a := Answer{Text: reply.Answer, Voices: map[string]string{}}
-	say := func(who, text string) {
-		if a.Voices[who] != "" {
-			a.Voices[who] += "\n"
-		}
-		a.Voices[who] += text
-	}
-	for _, p := range reply.Parts {
-		say(p.App, p.Text)
-	}
-	if reply.Summary != nil {
-		say("", reply.Summary.Text)
-	}
-	for _, n := range reply.Notes {
-		say(n.App, n.Text)
-	}
-	return a
-}
-
 // Call is one app call made during a run.
 type Call struct {
 	App, Function, Caller string
@@ -321,7 +300,7 @@ func runCase(ctx context.Context, opts Options, c Case, mode Mode, dbPath string
 			if err != nil {
 				return fail(fmt.Errorf("query %q: %w", q, err))
 			}
-			run.Answers = append(run.Answers, answerOf(reply))
+			run.Answers = append(run.Answers, Answer{Text: reply.Answer, Voices: reply.Voices()})
 		}
 	case Vanilla:
 		agent := vanilla.New(vanilla.Options{LLM: client, Store: st, Apps: installed, Log: opts.Log})

@@ -7,12 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/apps/ace"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/hubtest"
 	"github.com/secgpt/secgpt/store"
-	"github.com/secgpt/secgpt/vanilla"
 )
 
 func init() { ace.Register() }
@@ -103,15 +101,7 @@ func runAdversary(t *testing.T, c adversary, mode string, bystander bool) *outco
 			o.turns = append(o.turns, isolatedTurn(reply, err))
 		}
 	case "vanilla":
-		var list []apps.App
-		for _, name := range installed {
-			a, ok := apps.Lookup(name)
-			if !ok {
-				t.Fatalf("no app %q", name)
-			}
-			list = append(list, a)
-		}
-		agent := vanilla.New(vanilla.Options{LLM: sys.Model, Store: sys.Store, Apps: list})
+		agent := sys.Vanilla()
 		for _, q := range c.queries {
 			res, err := agent.Handle(ctx, alice, q)
 			o.err = err
@@ -134,9 +124,8 @@ func runAdversary(t *testing.T, c adversary, mode string, bystander bool) *outco
 	return o
 }
 
-// isolatedTurn is what the user saw of a reply of the hub, by voice: each
-// part is its app's, the summary and the hub's notes the hub's, and a
-// note that quotes an app is that app's.
+// isolatedTurn is what the user saw of a reply of the hub, by voice (see
+// hub.Reply.Voices); a failure is the hub's words, or the app's it quotes.
 func isolatedTurn(reply *hub.Reply, err error) turn {
 	if err != nil {
 		msg := err.Error()
@@ -146,21 +135,5 @@ func isolatedTurn(reply *hub.Reply, err error) turn {
 		}
 		return turn{text: msg, voices: map[string]string{"": msg}}
 	}
-	voices := map[string]string{}
-	say := func(who, text string) {
-		if voices[who] != "" {
-			voices[who] += "\n"
-		}
-		voices[who] += text
-	}
-	for _, p := range reply.Parts {
-		say(p.App, p.Text)
-	}
-	if reply.Summary != nil {
-		say("", reply.Summary.Text)
-	}
-	for _, n := range reply.Notes {
-		say(n.App, n.Text)
-	}
-	return turn{text: reply.Answer, voices: voices}
+	return turn{text: reply.Answer, voices: reply.Voices()}
 }

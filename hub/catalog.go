@@ -84,57 +84,11 @@ func (c *catalog) relaxed(app string, fn apps.Function) json.RawMessage {
 	}
 	out := fn.Request
 	if v, err := decodeOrdered(fn.Request); err == nil {
-		if b, err := json.Marshal(withoutRequired(v)); err == nil {
+		if b, err := json.Marshal(withoutRequired.apply(v)); err == nil {
 			out = b
 		}
 	}
 	c.relaxedMemo[key] = out
-	return out
-}
-
-// Where a schema holds subschemas: maps of them, one, or lists of them.
-var (
-	subschemaMaps  = map[string]bool{"properties": true, "patternProperties": true, "$defs": true, "definitions": true, "dependentSchemas": true}
-	subschemaOne   = map[string]bool{"additionalProperties": true, "items": true, "not": true, "if": true, "then": true, "else": true, "contains": true, "propertyNames": true, "additionalItems": true, "unevaluatedItems": true, "unevaluatedProperties": true}
-	subschemaLists = map[string]bool{"allOf": true, "anyOf": true, "oneOf": true, "prefixItems": true, "items": true}
-)
-
-// withoutRequired removes "required" and "dependentRequired" wherever they
-// are keywords of a schema, and nowhere else.
-func withoutRequired(v any) any {
-	o, ok := v.(*ordered)
-	if !ok {
-		return v
-	}
-	out := &ordered{}
-	for _, k := range o.keys {
-		val := o.vals[k]
-		switch {
-		case k == "required" || k == "dependentRequired":
-			continue
-		case subschemaMaps[k]:
-			if m, ok := val.(*ordered); ok {
-				sub := &ordered{}
-				for _, name := range m.keys {
-					sub.set(name, withoutRequired(m.vals[name]))
-				}
-				val = sub
-			}
-		case subschemaLists[k]:
-			if list, ok := val.([]any); ok {
-				sub := make([]any, len(list))
-				for i, s := range list {
-					sub[i] = withoutRequired(s)
-				}
-				val = sub
-			} else if subschemaOne[k] {
-				val = withoutRequired(val)
-			}
-		case subschemaOne[k]:
-			val = withoutRequired(val)
-		}
-		out.set(k, val)
-	}
 	return out
 }
 

@@ -7,11 +7,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/hubtest"
 	"github.com/secgpt/secgpt/llm/simulator"
-	"github.com/secgpt/secgpt/vanilla"
 )
 
 // What a query costs in model calls and prompt bytes (issue 9, "Costs"),
@@ -73,14 +71,6 @@ func (m *costMeter) take() (calls, bytes int) {
 // cost runs query once on a fresh system in mode and returns what it cost.
 func cost(tb testing.TB, mode, query string) (calls, bytes int) {
 	tb.Helper()
-	var list []apps.App
-	for _, name := range defaultApps {
-		a, ok := apps.Lookup(name)
-		if !ok {
-			tb.Fatalf("no app %q", name)
-		}
-		list = append(list, a)
-	}
 	meter := &costMeter{}
 	sys := hubtest.NewSystem(tb, hubtest.Options{Apps: defaultApps, Behaviour: meter.behaviour()})
 	seedMailbox(tb, sys)
@@ -91,7 +81,7 @@ func cost(tb testing.TB, mode, query string) (calls, bytes int) {
 			tb.Fatalf("%s: %v", query, err)
 		}
 	case "vanilla":
-		if _, err := vanilla.New(vanilla.Options{LLM: sys.Model, Store: sys.Store, Apps: list}).Handle(ctx, alice, query); err != nil {
+		if _, err := sys.Vanilla().Handle(ctx, alice, query); err != nil {
 			tb.Fatalf("%s: %v", query, err)
 		}
 	}

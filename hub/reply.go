@@ -70,6 +70,32 @@ func noteOf(err error) Note {
 	return Note{Text: err.Error()}
 }
 
+// Voices returns who said what in the reply: each app's name to its parts
+// and the notes that quote it, "" to the words of the hub and of the
+// no-app assistant (its answer, the cross-app summary, the hub's notes),
+// each joined by line breaks in reply order. What an app says is its own
+// claim; a front end or a judge that must tell whose claim a line is
+// reads it here.
+func (r *Reply) Voices() map[string]string {
+	voices := map[string]string{}
+	say := func(who, text string) {
+		if voices[who] != "" {
+			voices[who] += "\n"
+		}
+		voices[who] += text
+	}
+	for _, p := range r.Parts {
+		say(p.App, p.Text)
+	}
+	if r.Summary != nil {
+		say("", r.Summary.Text)
+	}
+	for _, n := range r.Notes {
+		say(n.App, n.Text)
+	}
+	return voices
+}
+
 // compose writes the reply's plain Answer from its structure.
 func (r *Reply) compose() {
 	var blocks []string

@@ -246,6 +246,67 @@ func typedLiteral(v any) bool {
 	return false
 }
 
+// Where a schema holds subschemas: maps of them, one, or lists of them.
+var (
+	subschemaMaps  = map[string]bool{"properties": true, "patternProperties": true, "$defs": true, "definitions": true, "dependentSchemas": true}
+	subschemaOne   = map[string]bool{"additionalProperties": true, "items": true, "not": true, "if": true, "then": true, "else": true, "contains": true, "propertyNames": true, "additionalItems": true, "unevaluatedItems": true, "unevaluatedProperties": true}
+	subschemaLists = map[string]bool{"allOf": true, "anyOf": true, "oneOf": true, "prefixItems": true, "items": true}
+)
+
+// schemaEdit removes parts of a schema at every depth, where they are
+// keywords of a schema and nowhere else: a property named "required"
+// is not the keyword.
+type schemaEdit struct {
+	// keyword reports whether to drop a keyword.
+	keyword func(k string) bool
+	// property, if set, reports whether to drop a property, by its schema.
+	property func(sub any) bool
+}
+
+// withoutRequired removes "required" and "dependentRequired".
+var withoutRequired = schemaEdit{keyword: func(k string) bool { return k == "required" || k == "dependentRequired" }}
+
+// apply returns v edited.
+func (e schemaEdit) apply(v any) any {
+	o, ok := v.(*ordered)
+	if !ok {
+		return v
+	}
+	out := &ordered{}
+	for _, k := range o.keys {
+		val := o.vals[k]
+		switch {
+		case e.keyword(k):
+			continue
+		case subschemaMaps[k]:
+			if m, ok := val.(*ordered); ok {
+				sub := &ordered{}
+				for _, name := range m.keys {
+					if k == "properties" && e.property != nil && e.property(m.vals[name]) {
+						continue
+					}
+					sub.set(name, e.apply(m.vals[name]))
+				}
+				val = sub
+			}
+		case subschemaLists[k]:
+			if list, ok := val.([]any); ok {
+				sub := make([]any, len(list))
+				for i, s := range list {
+					sub[i] = e.apply(s)
+				}
+				val = sub
+			} else if subschemaOne[k] {
+				val = e.apply(val)
+			}
+		case subschemaOne[k]:
+			val = e.apply(val)
+		}
+		out.set(k, val)
+	}
+	return out
+}
+
 // ordered is a JSON object that keeps its members' order: a signature
 // lists the vendor's properties as declared, which is the order a model
 // reads them in.

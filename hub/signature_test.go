@@ -80,7 +80,7 @@ func TestWithoutRequired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := json.Marshal(withoutRequired(v))
+	got, err := json.Marshal(withoutRequired.apply(v))
 	if err != nil || string(got) != want {
 		t.Fatalf("withoutRequired =\n%s\nwant\n%s", got, want)
 	}

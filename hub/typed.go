@@ -149,7 +149,7 @@ func typedSchema(schema json.RawMessage) json.RawMessage {
 	if err != nil {
 		return json.RawMessage(`{"type":"object"}`)
 	}
-	s, err := signSchema(withoutFreeText(v))
+	s, err := signSchema(withoutFreeText.apply(v))
 	if err != nil {
 		return json.RawMessage(`{"type":"object"}`)
 	}
@@ -161,37 +161,14 @@ func typedSchema(schema json.RawMessage) json.RawMessage {
 }
 
 // withoutFreeText drops, at every depth, properties whose schema is a
-// string with no enum and no const, and size lower bounds.
-func withoutFreeText(v any) any {
-	o, ok := v.(*ordered)
-	if !ok {
-		return v
-	}
-	out := &ordered{}
-	for _, k := range o.keys {
-		val := o.vals[k]
-		switch k {
-		case "minItems", "minProperties", "minLength":
-			continue
-		case "properties":
-			m, ok := val.(*ordered)
-			if !ok {
-				continue
-			}
-			props := &ordered{}
-			for _, name := range m.keys {
-				if sub, ok := m.vals[name].(*ordered); ok && sub.vals["type"] == "string" && !sub.has("enum") && !sub.has("const") {
-					continue
-				}
-				props.set(name, withoutFreeText(m.vals[name]))
-			}
-			val = props
-		case "items", "additionalProperties":
-			val = withoutFreeText(val)
-		}
-		out.set(k, val)
-	}
-	return out
+// string with no enum and no const, and size lower bounds, which a
+// projection may go under.
+var withoutFreeText = schemaEdit{
+	keyword: func(k string) bool { return k == "minItems" || k == "minProperties" || k == "minLength" },
+	property: func(sub any) bool {
+		o, ok := sub.(*ordered)
+		return ok && o.vals["type"] == "string" && !o.has("enum") && !o.has("const")
+	},
 }
 
 // typedFields returns the top-level typed scalars of an output, by field

@@ -119,19 +119,11 @@ func TestTextFlowThroughTheBinary(t *testing.T) {
 
 // besides is everything of a reply said by voices other than app's.
 func besides(rec hub.Record, app string) string {
-	var parts []string
-	for _, p := range rec.Parts {
-		if p.App != app {
-			parts = append(parts, p.Text)
+	var said []string
+	for who, text := range (&hub.Reply{Parts: rec.Parts, Summary: rec.Summary, Notes: rec.Notes}).Voices() {
+		if who != app {
+			said = append(said, text)
 		}
 	}
-	if rec.Summary != nil {
-		parts = append(parts, rec.Summary.Text)
-	}
-	for _, n := range rec.Notes {
-		if n.App != app {
-			parts = append(parts, n.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
+	return strings.Join(said, "\n")
 }

@@ -1,7 +1,8 @@
 // Package hubtest assembles a real hub for tests: a SQLite store in a temp
 // directory, a simulated model on loopback, and a spoke manager that
 // runs spoketest's spoke binary (the test's TestMain must call
-// spoketest.Main). It also provides recording consenters.
+// spoketest.Main). It also provides recording consenters, and the
+// non-isolated baseline over the same store, model and apps.
 package hubtest
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/secgpt/secgpt/spoke"
 	"github.com/secgpt/secgpt/spoke/spoketest"
 	"github.com/secgpt/secgpt/store"
+	"github.com/secgpt/secgpt/vanilla"
 )
 
 // Options choose what differs between tests; zero values are the defaults.
@@ -45,6 +47,14 @@ type System struct {
 	Model  *llm.Client
 	Spokes *spoke.Manager
 	Dir    string
+
+	apps []apps.App
+}
+
+// Vanilla returns the non-isolated baseline over the system's store and
+// model, with the system's built-in apps: what isolation is compared with.
+func (s *System) Vanilla() *vanilla.Agent {
+	return vanilla.New(vanilla.Options{LLM: s.Model, Store: s.Store, Apps: s.apps})
 }
 
 // NewSystem builds a System and closes it when the test ends.
@@ -89,12 +99,14 @@ func NewSystem(t testing.TB, opts Options) *System {
 	}
 	t.Cleanup(mgr.Close)
 	var specs []apps.Spec
+	var installed []apps.App
 	for _, name := range opts.Apps {
 		a, ok := apps.Lookup(name)
 		if !ok {
 			t.Fatalf("app %q is not registered", name)
 		}
 		specs = append(specs, a.Spec())
+		installed = append(installed, a)
 	}
 	hopts := hub.Options{
 		Store: st, LLM: model, Runner: mgr, Apps: specs,
@@ -108,7 +120,7 @@ func NewSystem(t testing.TB, opts Options) *System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &System{Hub: h, Store: st, Sim: sim, Model: model, Spokes: mgr, Dir: dir}
+	return &System{Hub: h, Store: st, Sim: sim, Model: model, Spokes: mgr, Dir: dir, apps: installed}
 }
 
 // Recorder is a consenter that records every request and answers with
