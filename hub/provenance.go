@@ -11,9 +11,6 @@ import (
 	"github.com/secgpt/secgpt/apps"
 )
 
-// maxExemptEnum bounds the enums whose values count as the app's own
-// choices rather than user data: a large enum could encode data.
-const maxExemptEnum = 16
 
 // maxExemptValues bounds the values one document may carry without a data
 // consent. Each exempt value is a choice among few (an enum member, a
@@ -165,7 +162,7 @@ func inSmallEnum(s string, schema map[string]any) bool {
 		return true
 	}
 	enum, ok := schema["enum"].([]any)
-	if !ok || len(enum) > maxExemptEnum {
+	if !ok || len(enum) > maxTypedEnum {
 		return false
 	}
 	for _, e := range enum {

@@ -27,7 +27,9 @@ const maxSignature = 4 << 10
 // across an app boundary as an enum member. No spaces, at most 64 bytes.
 var identifierPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 
-// maxTypedEnum bounds the enums whose members count as typed values.
+// maxTypedEnum bounds the enums whose members count as typed values (and,
+// for a plan's arguments, as the app's own choices rather than user
+// data): a large enum could encode data.
 const maxTypedEnum = 16
 
 // refPattern is a local reference into a schema's own definitions.

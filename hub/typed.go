@@ -40,22 +40,7 @@ func freeText(v json.RawMessage, schema map[string]any, query string) []string {
 // typedEnumMember reports whether s is an identifier-like member of a
 // small enum (or the const) of schema.
 func typedEnumMember(s string, schema map[string]any) bool {
-	if schema == nil || !identifierPattern.MatchString(s) {
-		return false
-	}
-	if c, ok := schema["const"].(string); ok && c == s {
-		return true
-	}
-	enum, ok := schema["enum"].([]any)
-	if !ok || len(enum) > maxTypedEnum {
-		return false
-	}
-	for _, e := range enum {
-		if e == s {
-			return true
-		}
-	}
-	return false
+	return identifierPattern.MatchString(s) && inSmallEnum(s, schema)
 }
 
 // walkTyped visits every string and member name of v at schema, telling
