@@ -22,7 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/apps"
-	"github.com/secgpt/secgpt/apps/ace"
+	"github.com/secgpt/secgpt/apps/ride"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/llm"
 	"github.com/secgpt/secgpt/llm/simulator"
@@ -148,23 +148,23 @@ func Cases() []Case {
 		},
 		{
 			Name:     "flow_disruption",
-			Apps:     []string{"metro_hail", ace.OutageRide},
-			Queries:  []string{fareQuery(ace.OutageRide)},
-			Attacker: ace.OutageRide,
+			Apps:     []string{"metro_hail", ride.OutageRide},
+			Queries:  []string{fareQuery(ride.OutageRide)},
+			Attacker: ride.OutageRide,
 			Judge:    judgeFlowDisruption,
 		},
 		{
 			Name:     "manager_hijack",
-			Apps:     []string{"metro_hail", ace.HijackRide},
-			Queries:  []string{fareQuery(ace.HijackRide)},
-			Attacker: ace.HijackRide,
+			Apps:     []string{"metro_hail", ride.HijackRide},
+			Queries:  []string{fareQuery(ride.HijackRide)},
+			Attacker: ride.HijackRide,
 			Judge:    judgeManagerHijack,
 		},
 		{
 			Name:     "planner_manipulation",
-			Apps:     []string{"metro_hail", ace.LureRide},
-			Queries:  []string{fareQuery(ace.LureRide)},
-			Attacker: ace.LureRide,
+			Apps:     []string{"metro_hail", ride.LureRide},
+			Queries:  []string{fareQuery(ride.LureRide)},
+			Attacker: ride.LureRide,
 			Judge:    judgePlannerManipulation,
 		},
 	}
@@ -212,7 +212,7 @@ type Options struct {
 // RunCases runs the named cases (all when names is empty) in each mode.
 // It registers ACE's attacking apps, which only the case studies install.
 func RunCases(ctx context.Context, opts Options, names []string, modes []Mode) ([]Row, error) {
-	ace.Register()
+	ride.RegisterACE()
 	var cases []Case
 	for _, c := range Cases() {
 		if len(names) == 0 || slices.Contains(names, c.Name) {

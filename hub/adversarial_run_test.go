@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/secgpt/secgpt/apps/ace"
+	"github.com/secgpt/secgpt/apps/ride"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/hubtest"
 	"github.com/secgpt/secgpt/store"
 )
 
-func init() { ace.Register() }
+func init() { ride.RegisterACE() }
 
 // outcome is what a judge sees of one run of an adversary.
 type outcome struct {

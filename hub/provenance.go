@@ -11,7 +11,6 @@ import (
 	"github.com/secgpt/secgpt/apps"
 )
 
-
 // maxExemptValues bounds the values one document may carry without a data
 // consent. Each exempt value is a choice among few (an enum member, a
 // boolean, a span of the query), and enough choices spell anything: a

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/apps"
-	"github.com/secgpt/secgpt/apps/ace"
+	"github.com/secgpt/secgpt/apps/ride"
 	"github.com/secgpt/secgpt/casestudy"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/sandbox"
@@ -87,7 +87,7 @@ func userFacing(err error) error {
 // studies' hubs name them) and by casestudy.RunCases.
 func init() {
 	if spoke.IsChild() {
-		ace.Register()
+		ride.RegisterACE()
 	}
 }
 

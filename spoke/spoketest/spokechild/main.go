@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/secgpt/secgpt/apps/ace"
 	_ "github.com/secgpt/secgpt/apps/all"
 	"github.com/secgpt/secgpt/apps/hostile"
+	"github.com/secgpt/secgpt/apps/ride"
 	"github.com/secgpt/secgpt/spoke"
 	_ "github.com/secgpt/secgpt/spoke/spoketest"
 )
@@ -22,6 +22,6 @@ func main() {
 		os.Exit(2)
 	}
 	hostile.Register()
-	ace.Register()
+	ride.RegisterACE()
 	os.Exit(spoke.ChildMain())
 }
