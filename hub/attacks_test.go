@@ -406,3 +406,16 @@ func TestGrantsCoverWhatTheySay(t *testing.T) {
 		})
 	}
 }
+
+// TestANamedAppLeftOutIsReported: a query that names an app and gets a
+// plan without it is told so in the hub's words, not answered as if no
+// app had been asked for.
+func TestANamedAppLeftOutIsReported(t *testing.T) {
+	spy := &plannerSpy{}
+	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"metro_hail"}, Behaviour: spy.behaviour(func(*simulator.ChatRequest) string { return `{"steps":[]}` })})
+	reply := ask(t, sys, alice, "Use metro_hail for a ride from 'Main Street' to 'Elm Avenue'.", hub.AllowPlanned{})
+	want := hub.Note{Text: "you named metro_hail, but the plan for your request does not use it"}
+	if len(reply.Notes) != 1 || reply.Notes[0] != want || !strings.Contains(reply.Answer, "(secgpt: "+want.Text+".)") {
+		t.Fatalf("reply = %+v, want the hub's note that metro_hail was not planned", reply)
+	}
+}
