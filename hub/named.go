@@ -78,9 +78,12 @@ func planNotes(p Plan, dropped []DroppedStep, named map[string]bool) []Note {
 	for _, d := range dropped {
 		notes = append(notes, Note{Text: fmt.Sprintf("%s was not run: %s", stepLabel(d.PlanStep), d.Reason)})
 	}
-	planned := map[string]bool{}
+	planned := map[string]bool{} // or explained by a note above
 	for _, s := range p.Steps {
 		planned[s.App] = true
+	}
+	for _, d := range dropped {
+		planned[d.App] = true
 	}
 	for _, app := range sortedKeys(named) {
 		if !planned[app] {
