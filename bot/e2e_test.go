@@ -527,14 +527,16 @@ func TestMessageWhileDownSurvivesANewDisplayName(t *testing.T) {
 
 // TestPrivatePromptsInASharedRoom: in a room Alice shares with Bob, a
 // prompt that shows only what Alice typed there stays in the room; one
-// that would show her recorded data (the health details travel_mate's
-// description asks for) goes to her direct chat with the bot, which the
-// bot creates and invites her to. The shared room gets a notice naming
-// her; her answers in the direct chat count; Bob sees none of the data.
+// that would show her recorded data (her health details, which she asks
+// the planner to reuse: the simulated model's instruction form stands for
+// "with the details I gave you") goes to her direct chat with the bot,
+// which the bot creates and invites her to. The shared room gets a notice
+// naming her; her answers in the direct chat count; Bob sees none of the
+// data.
 func TestPrivatePromptsInASharedRoom(t *testing.T) {
 	const (
 		healthQuery = "Use health_companion to book an appointment with my details: name = 'Michael Smith', date_of_birth = 'May 20th, 1980', symptoms = 'severe asthma', date = 'June 1st', city = 'Irvine'."
-		flightQuery = "Use travel_mate to book a flight from 'Irvine' to 'Paris' on 'June 10th'."
+		flightQuery = "Use travel_mate to book a flight from 'Irvine' to 'Paris' on 'June 10th', with my details. [[obey: share-recorded travel_mate.special_requirements]]"
 	)
 	b := startBot(t, botOptions{apps: []string{"health_companion", "travel_mate"}})
 	alice := newHuman(t, "u-alice")
