@@ -7,7 +7,6 @@ require (
 	github.com/landlock-lsm/go-landlock v0.11.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/rs/zerolog v1.35.1
-	github.com/sashabaranov/go-openai v1.43.0
 	github.com/seccomp/libseccomp-golang v0.11.1
 	go.mau.fi/util v0.10.1
 	golang.org/x/net v0.59.0

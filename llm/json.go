@@ -15,7 +15,9 @@ import (
 //
 // The answer must be exactly one JSON value. Only this is tolerated around
 // it: leading and trailing whitespace, one leading <think>…</think>
-// reasoning block, and one surrounding ``` or ```json fence. When parsing or
+// reasoning block, and one ``` or ```json fence with prose around it (see
+// extractJSON). An answer cut at the length limit is not asked for again
+// (ErrTruncated): the same limit would cut it again. When parsing or
 // check fails, the request is sent once more with the bad answer and a user
 // message saying what was wrong; a second failure is an *Error of kind
 // ErrMalformed. Endpoint failures are returned as Complete returns them.
@@ -56,9 +58,11 @@ func (c *Client) CompleteJSON(ctx context.Context, req Request, check func([]byt
 }
 
 // extractJSON returns the single JSON value in a model's answer, after
-// stripping surrounding whitespace, one leading <think>…</think> block and
-// one surrounding ``` or ```json fence. Anything else around the value is
-// an error that says what is wrong, fit to be shown to the model.
+// stripping surrounding whitespace and one leading <think>…</think> block.
+// An answer that is not a JSON value by itself may hold it in one ``` or
+// ```json code fence, anywhere, with prose around it: models put "Here is
+// the plan:" before the fence whatever they are told. Anything else is an
+// error that says what is wrong, fit to be shown to the model.
 func extractJSON(answer string) ([]byte, error) {
 	s := strings.TrimSpace(answer)
 	if rest, ok := strings.CutPrefix(s, "<think>"); ok {
@@ -68,16 +72,44 @@ func extractJSON(answer string) ([]byte, error) {
 		}
 		s = strings.TrimSpace(after)
 	}
-	if rest, ok := strings.CutPrefix(s, "```"); ok {
-		body, closed := strings.CutSuffix(rest, "```")
-		if !closed {
-			return nil, errors.New("the ``` code fence is not closed")
-		}
-		if len(body) >= 4 && strings.EqualFold(body[:4], "json") {
-			body = body[4:]
-		}
-		s = strings.TrimSpace(body)
+	doc, err := decodeOneValue(s)
+	if err == nil {
+		return doc, nil
 	}
+	open := fenceStart(s)
+	if open < 0 {
+		return nil, err
+	}
+	body, after, closed := strings.Cut(s[open+3:], "```")
+	if !closed {
+		return nil, errors.New("the ``` code fence is not closed")
+	}
+	if strings.Contains(after, "```") {
+		return nil, errors.New("the answer has more than one code fence")
+	}
+	if len(body) >= 4 && strings.EqualFold(body[:4], "json") {
+		body = body[4:]
+	}
+	return decodeOneValue(strings.TrimSpace(body))
+}
+
+// fenceStart is the index of the first ``` that starts a line of s, or -1.
+func fenceStart(s string) int {
+	for from := 0; ; {
+		i := strings.Index(s[from:], "```")
+		if i < 0 {
+			return -1
+		}
+		i += from
+		if i == 0 || s[i-1] == '\n' {
+			return i
+		}
+		from = i + 3
+	}
+}
+
+// decodeOneValue returns s when it is exactly one JSON value.
+func decodeOneValue(s string) ([]byte, error) {
 	if s == "" {
 		return nil, errors.New("the answer contains no JSON document")
 	}

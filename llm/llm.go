@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Role is the author of a chat message.
@@ -87,6 +88,20 @@ const (
 	ErrAuth        ErrorKind = "auth"        // 401, 403
 	ErrBadRequest  ErrorKind = "bad_request" // 400, 404, 422
 	ErrMalformed   ErrorKind = "malformed"   // the endpoint's answer could not be used
+	// ErrQuota is a 429 that waiting does not clear: the account has no
+	// quota left (OpenAI's insufficient_quota).
+	ErrQuota ErrorKind = "quota"
+	// ErrTruncated is an answer the endpoint cut off at its length limit
+	// (finish_reason "length"): asking again with the same limit cannot
+	// help.
+	ErrTruncated ErrorKind = "truncated"
+	// ErrRefused is a model declining to answer (OpenAI's refusal, a
+	// content filter).
+	ErrRefused ErrorKind = "refused"
+	// ErrMisconfigured is an endpoint that works but is not set up for what
+	// the request needs (tool calls, a context window large enough); Fix
+	// says what the operator must change.
+	ErrMisconfigured ErrorKind = "misconfigured"
 )
 
 // Error is an endpoint failure with a message fit for the user.
@@ -94,13 +109,22 @@ type Error struct {
 	Kind   ErrorKind
 	Status int // HTTP status, 0 when none
 	Err    error
+	// Fix tells the operator how to set the endpoint up, when the failure
+	// is one of set-up; "" otherwise.
+	Fix string
+	// RetryAfter is how long the endpoint asked us to wait, when it said.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
+	msg := fmt.Sprintf("llm %s: %v", e.Kind, e.Err)
 	if e.Status != 0 {
-		return fmt.Sprintf("llm %s (HTTP %d): %v", e.Kind, e.Status, e.Err)
+		msg = fmt.Sprintf("llm %s (HTTP %d): %v", e.Kind, e.Status, e.Err)
 	}
-	return fmt.Sprintf("llm %s: %v", e.Kind, e.Err)
+	if e.Fix != "" {
+		msg += " (fix: " + e.Fix + ")"
+	}
+	return msg
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -111,13 +135,27 @@ func (e *Error) UserMessage() string {
 	case ErrTimeout:
 		return "the language model did not answer in time"
 	case ErrRateLimited:
+		if e.RetryAfter >= time.Second {
+			return fmt.Sprintf("the language model endpoint is rate limiting us; try again in %d seconds", int(e.RetryAfter.Round(time.Second)/time.Second))
+		}
 		return "the language model endpoint is rate limiting us; try again shortly"
+	case ErrQuota:
+		return "the language model account has no quota left; trying again will not help until the operator adds credit or changes the key"
 	case ErrUnavailable:
 		return "the language model endpoint is unavailable"
 	case ErrAuth:
 		return "the language model endpoint refused our credentials"
 	case ErrBadRequest:
 		return "the language model endpoint rejected the request"
+	case ErrTruncated:
+		return "the language model's answer was cut off at its length limit"
+	case ErrRefused:
+		return "the language model declined to answer"
+	case ErrMisconfigured:
+		if e.Fix != "" {
+			return "the language model endpoint is not set up for this request; the operator can fix it: " + e.Fix
+		}
+		return "the language model endpoint is not set up for this request"
 	default:
 		return "the language model returned an answer that could not be used"
 	}

@@ -1,22 +1,21 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // Structured output modes of Config.StructuredOutput.
@@ -33,7 +32,9 @@ const (
 
 const (
 	defaultTimeout = 2 * time.Minute
-	// maxRetryAfter caps how long one Retry-After may hold a call.
+	// maxRetryAfter caps how long one Retry-After may hold a call. An
+	// endpoint that asks for longer is not retried: the caller learns how
+	// long it asked for (Error.RetryAfter).
 	maxRetryAfter = 10 * time.Second
 	// baseBackoff is the first wait before a retry when the endpoint gave
 	// no Retry-After; it doubles with each attempt.
@@ -43,6 +44,11 @@ const (
 	maxResponseBytes = 16 << 20
 	// maxErrorDetail bounds how much of an endpoint's error text we keep.
 	maxErrorDetail = 300
+	// defaultConns is how many connections to the endpoint stay open for
+	// reuse: every spoke of every concurrent request may be waiting on a
+	// model call at once, and a new TLS connection per call costs a round
+	// trip or two.
+	defaultConns = 32
 )
 
 // Config configures a Client.
@@ -63,18 +69,28 @@ type Config struct {
 	// a connection failure, honoring Retry-After (capped at 10 s) within the
 	// caller's context. 0 means 1; a negative value disables retries.
 	MaxRetries int
+	// MaxConns is how many idle connections to the endpoint are kept for
+	// reuse; 0 means 32.
+	MaxConns int
 }
 
 // Client talks to one OpenAI-compatible endpoint. It is safe for concurrent
 // use.
 type Client struct {
-	api        *openai.Client
+	url        string // …/chat/completions
+	apiKey     string
+	http       *http.Client
 	timeout    time.Duration
 	mode       string
 	maxRetries int
 	// lacksStructured is set once the endpoint rejected response_format in
 	// auto mode; from then on schemas go into a system message.
 	lacksStructured atomic.Bool
+	// thinksOnly holds the models that answered only in their reasoning:
+	// their requests ask for no reasoning (reasoning_effort "none").
+	thinksOnly sync.Map
+	// strictIDs is set once the endpoint refused our tool-call ids.
+	strictIDs atomic.Bool
 }
 
 // NewClient returns a client for cfg's endpoint. It does not contact it.
@@ -94,8 +110,8 @@ func NewClient(cfg Config) (*Client, error) {
 	default:
 		return nil, fmt.Errorf("llm structured output mode %q is not one of auto, on, off", cfg.StructuredOutput)
 	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("llm timeout %v is negative", cfg.Timeout)
+	if cfg.Timeout < 0 || cfg.MaxConns < 0 {
+		return nil, fmt.Errorf("llm timeout %v or connection count %d is negative", cfg.Timeout, cfg.MaxConns)
 	}
 	timeout := cfg.Timeout
 	if timeout == 0 {
@@ -108,16 +124,17 @@ func NewClient(cfg Config) (*Client, error) {
 	case retries < 0:
 		retries = 0
 	}
-
-	oc := openai.DefaultConfig(cfg.APIKey)
-	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	transport := http.DefaultTransport
-	if t, ok := transport.(*http.Transport); ok {
-		transport = t.Clone()
+	conns := cfg.MaxConns
+	if conns == 0 {
+		conns = defaultConns
 	}
-	oc.HTTPClient = &recordingDoer{client: &http.Client{Transport: transport}}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConns = conns
+	transport.MaxIdleConnsPerHost = conns
 	return &Client{
-		api:        openai.NewClientWithConfig(oc),
+		url:        strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
+		apiKey:     cfg.APIKey,
+		http:       &http.Client{Transport: transport},
 		timeout:    timeout,
 		mode:       mode,
 		maxRetries: retries,
@@ -129,47 +146,133 @@ func NewClient(cfg Config) (*Client, error) {
 // (see Config.StructuredOutput) but its answer is not checked; use
 // CompleteJSON for that.
 //
-// Every failure is an *Error: a timeout (also HTTP 408) or the end of ctx is ErrTimeout
-// (wrapping the context's error), 429 ErrRateLimited, a 5xx or a failed
-// connection ErrUnavailable, 401 and 403 ErrAuth, other 4xx and a request
-// that cannot be built ErrBadRequest, and an answer that cannot be decoded,
+// The request goes out in the form every common server accepts, whatever
+// the caller built (see prepare): one system message, first; tool names
+// and tool-call ids within the strictest servers' rules, mapped back in the
+// answer; schemas without the regular-expression escapes grammar compilers
+// reject. The answer is read as those servers write it (see readAnswer).
+//
+// Every failure is an *Error: a timeout (also HTTP 408) or the end of ctx
+// is ErrTimeout (wrapping the context's error), 429 ErrRateLimited (or
+// ErrQuota when the account is out of quota), a 5xx or a failed connection
+// ErrUnavailable, 401 and 403 ErrAuth, other 4xx and a request that cannot
+// be built ErrBadRequest, an endpoint not set up for the request (see
+// errorRules) ErrMisconfigured, an answer cut at the length limit
+// ErrTruncated, a refusal ErrRefused, and an answer that cannot be decoded,
 // has no choices or an empty message ErrMalformed.
 func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
-	structured := req.ResponseSchema != nil && c.mode != StructuredOff &&
-		!(c.mode == StructuredAuto && c.lacksStructured.Load())
-	resp, err := c.completeWithRetries(ctx, req, structured)
-	if structured && c.mode == StructuredAuto && rejectsResponseFormat(err) {
-		c.lacksStructured.Store(true)
-		zerolog.Ctx(ctx).Info().Err(err).
-			Msg("LLM endpoint rejected response_format; describing schemas in the system message from now on")
-		resp, err = c.completeWithRetries(ctx, req, false)
+	_, quiet := c.thinksOnly.Load(req.Model)
+	opts := wireOptions{
+		structured: req.ResponseSchema != nil && c.mode != StructuredOff && !(c.mode == StructuredAuto && c.lacksStructured.Load()),
+		quiet:      quiet,
+		strictIDs:  c.strictIDs.Load(),
 	}
-	return resp, err
+	quieted := false // this request was just asked again with reasoning off
+	for {
+		resp, err := c.completeOnce(ctx, req, opts)
+		if e, ok := AsError(err); ok && quieted && e.Kind == ErrBadRequest && !rejectsCallIDs(err) && !rejectsResponseFormat(err) {
+			// An endpoint that refuses reasoning_effort cannot serve a
+			// model that answers only in its reasoning.
+			c.thinksOnly.Delete(req.Model)
+			return Response{}, &Error{Kind: ErrMisconfigured, Status: e.Status,
+				Err: fmt.Errorf("%w, and the endpoint refused reasoning_effort \"none\": %v", errOnlyReasoning, e.Err),
+				Fix: "give this role a model that answers in its content, or turn the model's thinking off on the server"}
+		}
+		next, again := c.adapt(ctx, req, opts, err)
+		if !again {
+			return resp, err
+		}
+		quieted = next.quiet && !opts.quiet
+		opts = next
+	}
 }
 
-// completeWithRetries runs attempts until one succeeds, the error is not
-// worth retrying, the retries are spent, or waiting would outlive ctx.
-func (c *Client) completeWithRetries(ctx context.Context, req Request, structured bool) (Response, error) {
-	oreq, err := toOpenAIRequest(req, structured)
+// wireOptions are what the client has learnt about the endpoint that
+// changes how a request is written.
+type wireOptions struct {
+	// structured sends the response schema as response_format.
+	structured bool
+	// quiet asks for no reasoning (reasoning_effort "none").
+	quiet bool
+	// strictIDs writes every tool-call id as nine letters or digits.
+	strictIDs bool
+}
+
+// adapt learns from a failure that the endpoint needs requests written
+// otherwise, remembers it for the requests to come, and says how to write
+// this one again. Each lesson is learnt once, so a request is sent at
+// most four times:
+//
+//   - an endpoint that cannot use the response schema (rejectsResponseFormat)
+//     in auto mode gets the schema described in the system message;
+//   - a model that answered only in its reasoning (ollama/ollama#15288) is
+//     asked with reasoning_effort "none", which Ollama's /v1 honours;
+//   - an endpoint that refuses our tool-call ids (Mistral models on vLLM,
+//     vllm-project/vllm#9019) gets ids of nine letters or digits.
+func (c *Client) adapt(ctx context.Context, req Request, opts wireOptions, err error) (wireOptions, bool) {
+	log := zerolog.Ctx(ctx).Info().Err(err).Str("model", req.Model)
+	switch {
+	case err == nil:
+		return opts, false
+	case opts.structured && c.mode == StructuredAuto && rejectsResponseFormat(err):
+		c.lacksStructured.Store(true)
+		log.Msg("LLM endpoint rejected response_format; describing schemas in the system message from now on")
+		opts.structured = false
+	case !opts.quiet && errors.Is(err, errOnlyReasoning):
+		c.thinksOnly.Store(req.Model, true)
+		log.Msg("The model answered only in its reasoning; asking it with reasoning_effort none from now on")
+		opts.quiet = true
+	case !opts.strictIDs && rejectsCallIDs(err):
+		c.strictIDs.Store(true)
+		log.Msg("LLM endpoint rejected our tool-call ids; sending ids of nine letters or digits from now on")
+		opts.strictIDs = true
+	default:
+		return opts, false
+	}
+	return opts, true
+}
+
+// completeOnce is one request (with retries) and its answer.
+func (c *Client) completeOnce(ctx context.Context, req Request, opts wireOptions) (Response, error) {
+	out, err := prepare(req, opts)
 	if err != nil {
 		return Response{}, err
 	}
+	body, err := json.Marshal(out.body)
+	if err != nil {
+		return Response{}, &Error{Kind: ErrBadRequest, Err: fmt.Errorf("failed to encode the request: %w", err)}
+	}
+	w, serr := c.send(ctx, body)
+	if serr != nil {
+		return Response{}, serr
+	}
+	resp, rerr := out.readAnswer(w)
+	if rerr != nil {
+		return Response{}, rerr
+	}
+	return resp, nil
+}
+
+// send runs attempts until one succeeds, the error is not worth retrying,
+// the retries are spent, the endpoint asks for a longer wait than a call
+// is held, or waiting would outlive ctx.
+func (c *Client) send(ctx context.Context, body []byte) (wireResponse, *Error) {
 	for attempt := 0; ; attempt++ {
-		resp, asked, err := c.attempt(ctx, oreq)
+		w, err := c.attempt(ctx, body)
 		if err == nil {
-			return resp, nil
+			return w, nil
 		}
-		if !(err.Kind == ErrRateLimited || err.Kind == ErrUnavailable) || attempt >= c.maxRetries {
-			return Response{}, err
+		if !(err.Kind == ErrRateLimited || err.Kind == ErrUnavailable) || attempt >= c.maxRetries || err.RetryAfter > maxRetryAfter {
+			return wireResponse{}, err
 		}
-		wait := asked
+		wait := err.RetryAfter
 		if wait <= 0 {
 			wait = baseBackoff << attempt
 			wait += time.Duration(rand.Int64N(int64(wait) / 4))
 		}
 		wait = min(wait, maxRetryAfter)
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			return Response{}, err
+			return wireResponse{}, err
 		}
 		zerolog.Ctx(ctx).Warn().Str("kind", string(err.Kind)).Int("status", err.Status).
 			Int("attempt", attempt+1).Dur("wait", wait).Msg("Retrying LLM call")
@@ -177,292 +280,45 @@ func (c *Client) completeWithRetries(ctx context.Context, req Request, structure
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return Response{}, err
+			return wireResponse{}, err
 		case <-timer.C:
 		}
 	}
 }
 
-// attempt makes one HTTP call. It returns the endpoint's Retry-After, if
-// any, with the error.
-func (c *Client) attempt(ctx context.Context, oreq openai.ChatCompletionRequest) (Response, time.Duration, *Error) {
-	rec := &callRecord{}
-	actx, cancel := context.WithTimeout(context.WithValue(ctx, callRecordKey{}, rec), c.timeout)
-	defer cancel()
-	oresp, err := c.api.CreateChatCompletion(actx, oreq)
-	if err != nil {
-		return Response{}, retryAfter(rec.header), classify(actx, rec, err)
-	}
-	resp, cerr := fromOpenAIResponse(oresp)
-	if cerr != nil {
-		return Response{}, 0, cerr
-	}
-	return resp, 0, nil
-}
-
-func toOpenAIRequest(req Request, structured bool) (openai.ChatCompletionRequest, error) {
-	oreq := openai.ChatCompletionRequest{
-		Model:     req.Model,
-		MaxTokens: req.MaxTokens,
-	}
-	messages := req.Messages
-	if req.ResponseSchema != nil {
-		if !json.Valid(req.ResponseSchema.Schema) {
-			return oreq, &Error{Kind: ErrBadRequest, Err: fmt.Errorf("response schema %q is not valid JSON", req.ResponseSchema.Name)}
-		}
-		if structured {
-			oreq.ResponseFormat = &openai.ChatCompletionResponseFormat{
-				Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
-				JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{
-					Name:   req.ResponseSchema.Name,
-					Schema: req.ResponseSchema.Schema,
-					// Strict mode accepts only a subset of JSON schema (every
-					// property required); our schemas use optional fields.
-					Strict: false,
-				},
-			}
-		} else {
-			messages = withSchemaInstruction(messages, *req.ResponseSchema)
-		}
-	}
-	oreq.Messages = make([]openai.ChatCompletionMessage, 0, len(messages))
-	for _, m := range messages {
-		om := openai.ChatCompletionMessage{Role: string(m.Role), Content: m.Content, ToolCallID: m.ToolCallID}
-		for _, tc := range m.ToolCalls {
-			om.ToolCalls = append(om.ToolCalls, openai.ToolCall{
-				ID:       tc.ID,
-				Type:     openai.ToolTypeFunction,
-				Function: openai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments},
-			})
-		}
-		oreq.Messages = append(oreq.Messages, om)
-	}
-	for _, t := range req.Tools {
-		params := t.Parameters
-		if len(params) == 0 {
-			params = json.RawMessage(`{"type":"object","properties":{}}`)
-		} else if !json.Valid(params) {
-			return oreq, &Error{Kind: ErrBadRequest, Err: fmt.Errorf("parameters of tool %q are not valid JSON", t.Name)}
-		}
-		oreq.Tools = append(oreq.Tools, openai.Tool{
-			Type: openai.ToolTypeFunction,
-			Function: &openai.FunctionDefinition{
-				Name:        t.Name,
-				Description: t.Description,
-				Parameters:  params,
-			},
-		})
-	}
-	return oreq, nil
-}
-
-// withSchemaInstruction describes schema in the system message, for
-// endpoints without structured output. It appends to a leading system
-// message rather than adding a second one, because some chat templates
-// accept only one system message, first.
-func withSchemaInstruction(messages []Message, schema JSONSchema) []Message {
-	text := fmt.Sprintf("Answer with exactly one JSON document and nothing else: no prose, no code fence. "+
-		"It must conform to this JSON schema (named %q):\n%s", schema.Name, schema.Schema)
-	out := make([]Message, 0, len(messages)+1)
-	if len(messages) > 0 && messages[0].Role == RoleSystem {
-		first := messages[0]
-		first.Content = strings.TrimRight(first.Content, "\n") + "\n\n" + text
-		out = append(out, first)
-		return append(out, messages[1:]...)
-	}
-	out = append(out, Message{Role: RoleSystem, Content: text})
-	return append(out, messages...)
-}
-
-func fromOpenAIResponse(oresp openai.ChatCompletionResponse) (Response, *Error) {
-	if len(oresp.Choices) == 0 {
-		return Response{}, &Error{Kind: ErrMalformed, Status: http.StatusOK, Err: errors.New("the answer has no choices")}
-	}
-	om := oresp.Choices[0].Message
-	// The role is always assistant, whatever the endpoint claims: an
-	// answer must never enter a history as system or user text.
-	msg := Message{Role: RoleAssistant, Content: om.Content}
-	for _, tc := range om.ToolCalls {
-		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-	}
-	if strings.TrimSpace(msg.Content) == "" && len(msg.ToolCalls) == 0 {
-		return Response{}, &Error{Kind: ErrMalformed, Status: http.StatusOK, Err: errors.New("the answer's message is empty")}
-	}
-	return Response{
-		Message: msg,
-		Usage:   Usage{PromptTokens: oresp.Usage.PromptTokens, CompletionTokens: oresp.Usage.CompletionTokens},
-	}, nil
-}
-
-// rejectsResponseFormat reports whether err is the endpoint refusing
-// response_format, as opposed to any other bad request.
-func rejectsResponseFormat(err error) bool {
-	e, ok := AsError(err)
-	if !ok || e.Kind != ErrBadRequest || (e.Status != http.StatusBadRequest && e.Status != http.StatusUnprocessableEntity) {
-		return false
-	}
-	text := strings.ToLower(e.Err.Error())
-	for _, hint := range []string{"response_format", "response format", "json_schema", "structured output"} {
-		if strings.Contains(text, hint) {
-			return true
-		}
-	}
-	return false
-}
-
-// callRecord notes what happened on the wire during one attempt, so that a
-// failure can be classified by fact (was a status received? did the body
-// fail to arrive?) rather than by go-openai's error types.
-type callRecord struct {
-	sent    bool
-	status  int
-	header  http.Header
-	readErr error // a failure reading the body, other than EOF and our size limit
-}
-
-type callRecordKey struct{}
-
-// recordingDoer is the HTTP client handed to go-openai: it fills the
-// attempt's callRecord and bounds the response body.
-type recordingDoer struct {
-	client *http.Client
-}
-
-var _ openai.HTTPDoer = (*recordingDoer)(nil)
-
-func (d *recordingDoer) Do(req *http.Request) (*http.Response, error) {
-	rec, _ := req.Context().Value(callRecordKey{}).(*callRecord)
-	if rec == nil {
-		rec = &callRecord{}
-	}
-	rec.sent = true
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	rec.status = resp.StatusCode
-	rec.header = resp.Header
-	resp.Body = &limitedBody{rc: resp.Body, left: maxResponseBytes, rec: rec}
-	return resp, nil
-}
-
 var errResponseTooLarge = fmt.Errorf("the answer is over %d bytes", maxResponseBytes)
 
-type limitedBody struct {
-	rc   io.ReadCloser
-	left int64
-	rec  *callRecord
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, errResponseTooLarge
+// attempt makes one HTTP call, bounded by the per-attempt timeout.
+func (c *Client) attempt(ctx context.Context, body []byte) (wireResponse, *Error) {
+	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return wireResponse{}, &Error{Kind: ErrBadRequest, Err: fmt.Errorf("failed to build the request: %w", err)}
 	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	if c.apiKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	if err != nil && err != io.EOF {
-		b.rec.readErr = err
+	hresp, err := c.http.Do(hreq)
+	if err != nil {
+		return wireResponse{}, transportError(actx, err)
 	}
-	return n, err
-}
-
-func (b *limitedBody) Close() error { return b.rc.Close() }
-
-// classify turns a failed attempt into an *Error.
-func classify(ctx context.Context, rec *callRecord, err error) *Error {
-	switch {
-	case !rec.sent:
-		// go-openai refused to build the request (model not for this
-		// endpoint, parameters invalid for a reasoning model, ...).
-		return &Error{Kind: ErrBadRequest, Err: fmt.Errorf("failed to build the request: %w", err)}
-	case rec.status == 0:
-		return transportError(ctx, err)
-	case rec.status < 200 || rec.status > 299:
-		return statusError(rec.status, err)
-	case rec.readErr != nil:
-		return transportError(ctx, rec.readErr)
-	default:
-		return &Error{Kind: ErrMalformed, Status: rec.status, Err: fmt.Errorf("failed to decode the answer: %w", err)}
+	defer hresp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, maxResponseBytes+1))
+	if err != nil {
+		return wireResponse{}, transportError(actx, err)
 	}
-}
-
-func transportError(ctx context.Context, err error) *Error {
-	var netErr net.Error
-	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
-		(errors.As(err, &netErr) && netErr.Timeout()) {
-		cause := ctx.Err()
-		if cause == nil {
-			cause = err
-		}
-		return &Error{Kind: ErrTimeout, Err: fmt.Errorf("failed to get an answer: %w", cause)}
+	if len(data) > maxResponseBytes {
+		return wireResponse{}, &Error{Kind: ErrMalformed, Status: hresp.StatusCode, Err: errResponseTooLarge}
 	}
-	return &Error{Kind: ErrUnavailable, Err: fmt.Errorf("failed to reach the endpoint: %w", err)}
-}
-
-func statusError(status int, err error) *Error {
-	detail := errorDetail(err)
-	e := &Error{Status: status, Err: fmt.Errorf("endpoint answered %d: %s", status, detail)}
-	switch {
-	case status == http.StatusTooManyRequests:
-		e.Kind = ErrRateLimited
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		e.Kind = ErrAuth
-	case status == http.StatusRequestTimeout:
-		e.Kind = ErrTimeout
-	case status >= 500:
-		e.Kind = ErrUnavailable
-	case status >= 400:
-		e.Kind = ErrBadRequest
-	default:
-		e.Kind = ErrMalformed
+	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
+		return wireResponse{}, statusError(hresp.StatusCode, hresp.Header, data)
 	}
-	return e
-}
-
-// errorDetail extracts the endpoint's own words from a go-openai error,
-// bounded, without the request.
-func errorDetail(err error) string {
-	var apiErr *openai.APIError
-	var reqErr *openai.RequestError
-	var text string
-	switch {
-	case errors.As(err, &apiErr):
-		text = apiErr.Message
-	case errors.As(err, &reqErr):
-		text = strings.TrimSpace(string(reqErr.Body))
-	default:
-		text = err.Error()
+	w, err := decodeResponse(data)
+	if err != nil {
+		return wireResponse{}, &Error{Kind: ErrMalformed, Status: hresp.StatusCode, Err: err}
 	}
-	if text == "" {
-		text = "no error message"
-	}
-	if len(text) > maxErrorDetail {
-		text = text[:maxErrorDetail] + "…"
-	}
-	return strconv.Quote(text)
-}
-
-// retryAfter reads a Retry-After header (seconds or HTTP date), capped at
-// maxRetryAfter; 0 when absent or unusable.
-func retryAfter(h http.Header) time.Duration {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	var d time.Duration
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		if !(secs > 0) { // also rejects NaN
-			return 0
-		}
-		d = maxRetryAfter
-		if secs < maxRetryAfter.Seconds() {
-			d = time.Duration(secs * float64(time.Second))
-		}
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = time.Until(t)
-	}
-	return min(max(d, 0), maxRetryAfter)
+	return w, nil
 }

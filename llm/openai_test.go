@@ -319,27 +319,35 @@ func TestCompleteDoesNotWaitPastDeadline(t *testing.T) {
 
 func TestRetryAfter(t *testing.T) {
 	tests := []struct {
-		value string
-		want  time.Duration
+		header, value string
+		want          time.Duration
 	}{
-		{"", 0},
-		{"2", 2 * time.Second},
-		{"0.5", 500 * time.Millisecond},
-		{"3600", maxRetryAfter},
-		{"-1", 0},
-		{"NaN", 0},
-		{"soon", 0},
-		{time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat), 0},
-		{time.Now().Add(time.Hour).UTC().Format(http.TimeFormat), maxRetryAfter},
+		{"Retry-After", "", 0},
+		{"Retry-After", "2", 2 * time.Second},
+		{"Retry-After", "0.5", 500 * time.Millisecond},
+		{"Retry-After", "30", 30 * time.Second},
+		{"Retry-After", "1e12", maxHonoredWait},
+		{"Retry-After", "-1", 0},
+		{"Retry-After", "NaN", 0},
+		{"Retry-After", "soon", 0},
+		{"Retry-After", time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat), 0},
+		{"Retry-After", time.Now().Add(3 * time.Hour).UTC().Format(http.TimeFormat), maxHonoredWait},
+		{"Retry-After-Ms", "1500", 1500 * time.Millisecond},
+		{"Retry-After-Ms", "-3", 0},
+		{"Retry-After-Ms", "1e20", maxHonoredWait},
 	}
 	for _, tt := range tests {
 		h := http.Header{}
 		if tt.value != "" {
-			h.Set("Retry-After", tt.value)
+			h.Set(tt.header, tt.value)
 		}
 		if got := retryAfter(h); got != tt.want {
-			t.Errorf("retryAfter(%q) = %v, want %v", tt.value, got, tt.want)
+			t.Errorf("retryAfter(%s: %q) = %v, want %v", tt.header, tt.value, got, tt.want)
 		}
+	}
+	h := http.Header{"Retry-After": {time.Now().Add(time.Minute).UTC().Format(http.TimeFormat)}}
+	if got := retryAfter(h); got < 58*time.Second || got > time.Minute {
+		t.Errorf("retryAfter(a date a minute away) = %v", got)
 	}
 }
 

@@ -1,0 +1,178 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestGrammarPattern(t *testing.T) {
+	tests := []struct {
+		pattern, want string // want "" means dropped
+	}{
+		{`^[^@\s]+@[^@\s]+\.[^@\s]+$`, `^[^@ \t\n\r]+@[^@ \t\n\r]+\.[^@ \t\n\r]+$`},
+		{`^HC-[0-9A-F]{8}$`, `^HC-[0-9A-F]{8}$`},
+		{`^\d{4}-\d{2}$`, `^[0-9]{4}-[0-9]{2}$`},
+		{`^[\w-]+$`, `^[a-zA-Z0-9_-]+$`},
+		{`^\S+$`, `^[^ \t\n\r]+$`},
+		{`^a\/b\-c$`, `^a/b-c$`},
+		{`^(a|b)\.c\?$`, `^(a|b)\.c\?$`},
+		{`^[a\]b]$`, `^[a\]b]$`},
+		{`^[\.\/]$`, `^[./]$`},
+		{`[0-9]+`, ``},     // not anchored
+		{`^a$|^b$`, ``},    // anchors inside
+		{`^(?:ab)+$`, ``},  // group syntax the converter cannot read
+		{`^[\S]$`, ``},     // a negated escape in a class
+		{`^\bword\b$`, ``}, // word boundary
+		{`^(a)\1$`, ``},    // backreference
+		{`^[]a]$`, ``},     // an empty-looking class
+		{`^[abc$`, ``},     // unclosed class
+		{`^abc\$`, ``},     // the last $ is escaped
+		{`^\p{L}+$`, ``},   // a Unicode class
+		{`^é+\s$`, `^é+[ \t\n\r]$`},
+	}
+	for _, tt := range tests {
+		got, ok := grammarPattern(tt.pattern)
+		if tt.want == "" {
+			if ok {
+				t.Errorf("grammarPattern(%q) = %q, want it dropped", tt.pattern, got)
+			}
+			continue
+		}
+		if !ok || got != tt.want {
+			t.Errorf("grammarPattern(%q) = %q, %v; want %q", tt.pattern, got, ok, tt.want)
+		}
+	}
+}
+
+// TestGrammarPatternKeepsMeaning checks over a class of strings that a
+// rewritten pattern accepts what the original accepts (Go's regexp and
+// JSON schema agree on every construct the rewrite keeps).
+func TestGrammarPatternKeepsMeaning(t *testing.T) {
+	patterns := []string{`^[^@\s]+@[^@\s]+\.[^@\s]+$`, `^\d{2,3}$`, `^[\w-]+$`, `^a\/b$`, `^\w+\s\w+$`}
+	inputs := []string{"a@b.c", "a b@c.d", "12", "123", "1234", "ab-c_d", "a/b", "hi there", "hi\tthere", "", "x@y", "@.", "é"}
+	for _, p := range patterns {
+		rewritten, ok := grammarPattern(p)
+		if !ok {
+			t.Fatalf("grammarPattern(%q) dropped it", p)
+		}
+		before, after := regexp.MustCompile(p), regexp.MustCompile(rewritten)
+		for _, in := range inputs {
+			if before.MatchString(in) != after.MatchString(in) {
+				t.Errorf("%q and its rewrite %q disagree on %q", p, rewritten, in)
+			}
+		}
+	}
+}
+
+func TestGrammarSafe(t *testing.T) {
+	schema := `{"type":"object","properties":{"z":{"type":"string","pattern":"^\\d+$"},"pattern":{"type":"string","enum":["\\d"]},` +
+		`"a":{"type":"array","items":{"type":"string","pattern":"contains"}}},"anyOf":[{"pattern":"^\\w$"}],"default":{"pattern":"\\d"}}`
+	want := `{"type":"object","properties":{"z":{"type":"string","pattern":"^[0-9]+$"},"pattern":{"type":"string","enum":["\\d"]},` +
+		`"a":{"type":"array","items":{"type":"string"}}},"anyOf":[{"pattern":"^[a-zA-Z0-9_]$"}],"default":{"pattern":"\\d"}}`
+	if got := string(grammarSafe(json.RawMessage(schema))); got != want {
+		t.Errorf("grammarSafe =\n%s\nwant\n%s", got, want)
+	}
+	same := `{"type":"object", "properties": {"b": {}, "a": {}}}`
+	if got := string(grammarSafe(json.RawMessage(same))); got != same {
+		t.Errorf("a schema without patterns changed: %s", got)
+	}
+}
+
+func TestMergeSystem(t *testing.T) {
+	in := []Message{
+		{Role: RoleSystem, Content: "first\n"}, {Role: RoleSystem, Content: "memory"},
+		{Role: RoleUser, Content: "hi"}, {Role: RoleSystem, Content: "late"}, {Role: RoleAssistant, Content: "yo"},
+	}
+	got := mergeSystem(in)
+	want := []Message{{Role: RoleSystem, Content: "first\n\nmemory\n\nlate"}, {Role: RoleUser, Content: "hi"}, {Role: RoleAssistant, Content: "yo"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mergeSystem = %v, want %v", got, want)
+	}
+	if got := mergeSystem([]Message{{Role: RoleUser, Content: "x"}}); len(got) != 1 || got[0].Role != RoleUser {
+		t.Errorf("mergeSystem without system = %v", got)
+	}
+}
+
+// TestPrepareNamesAndIDs checks the rules every request keeps, whatever
+// names and ids the caller used: the class of names is every length up to
+// 80 and characters outside OpenAI's set.
+func TestPrepareNamesAndIDs(t *testing.T) {
+	var tools []Tool
+	var history []Message
+	for n := 1; n <= 80; n += 3 {
+		name := strings.Repeat("a", n/2) + "__" + strings.Repeat("b", n-n/2)
+		tools = append(tools, Tool{Name: name})
+		id := fmt.Sprintf("call_step_%d", n)
+		history = append(history,
+			Message{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: id, Name: name, Arguments: "not json"}}},
+			Message{Role: RoleTool, ToolCallID: id, Content: "ok"})
+	}
+	tools = append(tools, Tool{Name: "weird name.with/dots"}, Tool{Name: "ünïcode"})
+	req := Request{Model: "m", Tools: tools, Messages: append([]Message{{Role: RoleUser, Content: "go"}}, history...)}
+	out, err := prepare(req, wireOptions{strictIDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i, tool := range out.body.Tools {
+		name := tool.Function.Name
+		if !toolNamePattern.MatchString(name) || seen[name] {
+			t.Errorf("tool name %q breaks the rule or repeats", name)
+		}
+		seen[name] = true
+		if back := out.callerCall(ToolCall{Name: name}).Name; back != tools[i].Name {
+			t.Errorf("tool %q went out as %q and came back as %q", tools[i].Name, name, back)
+		}
+	}
+	for i, m := range out.body.Messages {
+		for _, tc := range m.ToolCalls {
+			if !toolCallIDPattern.MatchString(tc.ID) || !seen[tc.Function.Name] || string(tc.Function.Arguments) != "{}" {
+				t.Errorf("message %d: call %+v breaks a rule", i, tc)
+			}
+			if next := out.body.Messages[i+1]; next.ToolCallID != tc.ID {
+				t.Errorf("message %d: tool answer id %q, call id %q", i, next.ToolCallID, tc.ID)
+			}
+		}
+	}
+	loose, err := prepare(req, wireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := loose.body.Messages[1].ToolCalls[0].ID; id != "call_step_1" {
+		t.Errorf("without strict ids, id sent as %q", id)
+	}
+}
+
+func TestPrepareFoldsToolsOverTheLimit(t *testing.T) {
+	var tools []Tool
+	for i := range 200 {
+		tools = append(tools, Tool{Name: fmt.Sprintf("app%03d__run", i), Description: "runs"})
+	}
+	req := Request{Model: "m", Tools: tools, Messages: []Message{
+		{Role: RoleUser, Content: "go"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Name: "app150__run", Arguments: `{"x":1}`}}},
+		{Role: RoleTool, ToolCallID: "c1", Content: "done"},
+	}}
+	out, err := prepare(req, wireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.body.Tools) != maxTools || out.body.Tools[maxTools-1].Function.Name != dispatcherName {
+		t.Fatalf("offered %d tools, the last %q", len(out.body.Tools), out.body.Tools[len(out.body.Tools)-1].Function.Name)
+	}
+	call := out.body.Messages[1].ToolCalls[0].Function
+	if call.Name != dispatcherName || string(call.Arguments) != `{"arguments":{"x":1},"function":"app150__run"}` {
+		t.Errorf("history call of a folded tool sent as %+v", call)
+	}
+	back := out.callerCall(ToolCall{ID: "z", Name: dispatcherName, Arguments: `{"function":"app199__run","arguments":{"y":2}}`})
+	if back.Name != "app199__run" || back.Arguments != `{"y":2}` {
+		t.Errorf("dispatcher call mapped back as %+v", back)
+	}
+	unknown := out.callerCall(ToolCall{ID: "z", Name: dispatcherName, Arguments: `{"function":"app001__run"}`})
+	if unknown.Name != dispatcherName {
+		t.Errorf("a dispatcher call of a tool offered directly became %+v", unknown)
+	}
+}
