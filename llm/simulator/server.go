@@ -38,6 +38,9 @@ type ChatRequest struct {
 	// ResponseFormat is nil when the request has none.
 	ResponseFormat *ResponseFormat
 	MaxTokens      int
+	// ReasoningEffort is "none" when the request turns reasoning off.
+	ReasoningEffort   string
+	ParallelToolCalls bool
 }
 
 // ResponseFormat is a request's response_format.
@@ -51,6 +54,8 @@ type ResponseFormat struct {
 // Reply is what the simulated model answers.
 type Reply struct {
 	Content string
+	// Refusal is the model declining, in its own words.
+	Refusal string
 	// ToolCalls are emitted with finish_reason "tool_calls"; a call without
 	// an ID gets one.
 	ToolCalls []llm.ToolCall
@@ -75,6 +80,9 @@ type Options struct {
 	// Model is the model name reported in answers and by /v1/models;
 	// DefaultModel when empty.
 	Model string
+	// Profile, when set, makes the server answer as the server it
+	// reproduces does (see Profile); nil is OpenAI's API as documented.
+	Profile *Profile
 }
 
 // Server is an OpenAI-compatible HTTP endpoint backed by a Behaviour. It is
@@ -84,6 +92,7 @@ type Server struct {
 	opts      Options
 	calls     atomic.Int64
 	ids       atomic.Int64
+	callIDs   callIDs
 	handler   http.Handler
 
 	mu   sync.Mutex
@@ -161,9 +170,13 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "use GET")
 		return
 	}
+	owner := "secgpt"
+	if s.opts.Profile != nil {
+		owner = s.opts.Profile.OwnedBy
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
-		"data":   []any{map[string]any{"id": s.opts.Model, "object": "model", "created": 0, "owned_by": "secgpt"}},
+		"data":   []any{map[string]any{"id": s.opts.Model, "object": "model", "created": 0, "owned_by": owner}},
 	})
 }
 
@@ -178,6 +191,14 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.calls.Add(1)
+	if p := s.opts.Profile; p != nil {
+		if r := p.refuse(req); r != nil {
+			writeError(w, r.status, r.typ, r.message)
+			return
+		}
+		s.callIDs.restore(req)
+		p.truncate(req)
+	}
 	ctx := r.Context()
 	if !sleep(ctx, s.opts.Latency) {
 		return
@@ -242,12 +263,14 @@ func errorType(status int) string {
 // OpenAI wire shapes.
 
 type wireRequest struct {
-	Model          string              `json:"model"`
-	Messages       []wireMessage       `json:"messages"`
-	Tools          []wireTool          `json:"tools"`
-	ResponseFormat *wireResponseFormat `json:"response_format"`
-	MaxTokens      int                 `json:"max_tokens"`
-	Stream         bool                `json:"stream"`
+	Model             string              `json:"model"`
+	Messages          []wireMessage       `json:"messages"`
+	Tools             []wireTool          `json:"tools"`
+	ResponseFormat    *wireResponseFormat `json:"response_format"`
+	MaxTokens         int                 `json:"max_tokens"`
+	Stream            bool                `json:"stream"`
+	ReasoningEffort   string              `json:"reasoning_effort"`
+	ParallelToolCalls bool                `json:"parallel_tool_calls"`
 }
 
 type wireMessage struct {
@@ -327,7 +350,7 @@ func decodeRequest(r io.Reader) (*ChatRequest, error) {
 	if len(w.Messages) == 0 {
 		return nil, errors.New("messages must not be empty")
 	}
-	req := &ChatRequest{Model: w.Model, MaxTokens: w.MaxTokens}
+	req := &ChatRequest{Model: w.Model, MaxTokens: w.MaxTokens, ReasoningEffort: w.ReasoningEffort, ParallelToolCalls: w.ParallelToolCalls}
 	for i, m := range w.Messages {
 		switch llm.Role(m.Role) {
 		case llm.RoleSystem, llm.RoleUser, llm.RoleAssistant, llm.RoleTool, "developer":
@@ -362,12 +385,13 @@ func decodeRequest(r io.Reader) (*ChatRequest, error) {
 }
 
 type wireCompletion struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []wireChoice `json:"choices"`
-	Usage   wireUsage    `json:"usage"`
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint,omitempty"`
+	Choices           []wireChoice `json:"choices"`
+	Usage             wireUsage    `json:"usage"`
 }
 
 type wireChoice struct {
@@ -378,9 +402,12 @@ type wireChoice struct {
 }
 
 type wireAnswer struct {
-	Role      string         `json:"role"`
-	Content   *string        `json:"content"`
-	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+	Role             string         `json:"role"`
+	Content          *string        `json:"content"`
+	Refusal          *string        `json:"refusal,omitempty"`
+	Reasoning        *string        `json:"reasoning,omitempty"`
+	ReasoningContent *string        `json:"reasoning_content,omitempty"`
+	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
 }
 
 type wireUsage struct {
@@ -391,45 +418,35 @@ type wireUsage struct {
 
 func (s *Server) completion(req *ChatRequest, reply Reply) wireCompletion {
 	n := s.ids.Add(1)
-	answer := wireAnswer{Role: "assistant"}
-	finish := "stop"
+	p := s.opts.Profile
+	if p == nil {
+		p = &Profile{} // OpenAI's API as documented
+	}
+	answer, finish := p.shape(req, reply, n, &s.callIDs)
 	completionChars := len(reply.Content)
-	if reply.Content != "" || len(reply.ToolCalls) == 0 {
-		content := reply.Content
-		answer.Content = &content
-	}
-	for i, tc := range reply.ToolCalls {
-		id := tc.ID
-		if id == "" {
-			id = fmt.Sprintf("call_%d_%d", n, i+1)
-		}
-		answer.ToolCalls = append(answer.ToolCalls, wireToolCall{ID: id, Type: "function", Function: wireFunction{Name: tc.Name, Arguments: tc.Arguments}})
+	for _, tc := range reply.ToolCalls {
 		completionChars += len(tc.Name) + len(tc.Arguments)
-		finish = "tool_calls"
 	}
-	promptChars := 0
-	for _, m := range req.Messages {
-		promptChars += len(m.Content) + 4
-		for _, tc := range m.ToolCalls {
-			promptChars += len(tc.Name) + len(tc.Arguments)
-		}
+	usage := wireUsage{PromptTokens: promptTokens(req), CompletionTokens: tokens(completionChars)}
+	if limit := req.MaxTokens * 4; req.MaxTokens > 0 && answer.Content != nil && len(*answer.Content) > limit {
+		// The model stopped at the limit, mid-answer.
+		cut := (*answer.Content)[:limit]
+		answer.Content, finish = &cut, "length"
+		usage.CompletionTokens = req.MaxTokens
 	}
-	for _, t := range req.Tools {
-		promptChars += len(t.Name) + len(t.Description) + len(t.Parameters)
-	}
-	usage := wireUsage{PromptTokens: tokens(promptChars), CompletionTokens: tokens(completionChars)}
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 	model := req.Model
 	if model == "" {
 		model = s.opts.Model
 	}
 	return wireCompletion{
-		ID:      fmt.Sprintf("chatcmpl-sim-%d", n),
-		Object:  "chat.completion",
-		Created: time.Now().Unix(),
-		Model:   model,
-		Choices: []wireChoice{{Index: 0, Message: answer, FinishReason: finish, Logprobs: json.RawMessage("null")}},
-		Usage:   usage,
+		ID:                fmt.Sprintf("chatcmpl-sim-%d", n),
+		Object:            "chat.completion",
+		Created:           time.Now().Unix(),
+		Model:             model,
+		SystemFingerprint: p.Fingerprint,
+		Choices:           []wireChoice{{Index: 0, Message: answer, FinishReason: finish, Logprobs: json.RawMessage("null")}},
+		Usage:             usage,
 	}
 }
 
