@@ -59,10 +59,14 @@ const contextFix = "raise the model's context window: Ollama: OLLAMA_CONTEXT_LEN
 
 // schemaWords are what a server says when it cannot use a request's
 // response schema: llama.cpp's "failed to parse grammar" (a 400,
-// ggml-org/llama.cpp#27580), Ollama's "invalid JSON schema in format" (a
-// 500, ollama/ollama#8185), vLLM's and OpenAI's 400s naming
-// response_format or json_schema.
-var schemaWords = []string{"grammar", "json schema", "json_schema", "response_format", "response format", "structured output"}
+// ggml-org/llama.cpp#27580); Ollama's 500s "invalid JSON schema in format"
+// (ollama/ollama#8185), and from its runners, when the grammar does not
+// parse, "failed to load model vocabulary required for format" and
+// "unable to create sampling context" (runner/ollamarunner,
+// runner/llamarunner); vLLM's and OpenAI's 400s naming response_format or
+// json_schema.
+var schemaWords = []string{"grammar", "json schema", "json_schema", "response_format", "response format",
+	"structured output", "required for format", "sampling context"}
 
 func (r errorRule) matches(status int, we wireError) bool {
 	if r.status != 0 && r.status != status {

@@ -483,3 +483,42 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestConnectionsAreReusedUnderConcurrency checks that a burst of
+// concurrent calls, as a request's spokes make, leaves its connections
+// open for the next burst instead of opening new ones (issue 13).
+func TestConnectionsAreReusedUnderConcurrency(t *testing.T) {
+	const burst = 16
+	var opened atomic.Int64
+	var arrived sync.WaitGroup
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Done()
+		arrived.Wait() // every call of the burst holds a connection at once
+		writeBody(w, 200, okBody)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := newTestClient(t, Config{BaseURL: srv.URL + "/v1", MaxRetries: -1})
+	for round := range 3 {
+		arrived.Add(burst)
+		var done sync.WaitGroup
+		for range burst {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				if _, err := c.Complete(context.Background(), userRequest("hi")); err != nil {
+					t.Errorf("round %d: %v", round, err)
+				}
+			}()
+		}
+		done.Wait()
+	}
+	if n := opened.Load(); n > burst {
+		t.Errorf("three bursts of %d concurrent calls opened %d connections, want %d", burst, n, burst)
+	}
+}
