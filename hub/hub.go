@@ -65,7 +65,10 @@ type LLM interface {
 	CompleteJSON(ctx context.Context, req llm.Request, check func([]byte) error) ([]byte, error)
 }
 
-var _ LLM = (*llm.Client)(nil)
+var (
+	_ LLM = (*llm.Client)(nil)
+	_ LLM = (*llm.Router)(nil)
+)
 
 // Runner runs steps in spokes.
 type Runner interface {

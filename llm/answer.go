@@ -83,6 +83,9 @@ func (o *outgoing) readAnswer(w wireResponse) (Response, *Error) {
 			return Response{}, err
 		}
 		msg.Content, msg.ToolCalls = rest, calls
+		if len(calls) > 0 {
+			return Response{Message: msg, Usage: usage, TextToolCalls: true}, nil
+		}
 	}
 	if strings.TrimSpace(msg.Content) == "" && len(msg.ToolCalls) == 0 {
 		if thought || strings.TrimSpace(string(a.Reasoning)+string(a.ReasoningContent)) != "" {

@@ -76,6 +76,10 @@ type Usage struct {
 type Response struct {
 	Message Message `json:"message"`
 	Usage   Usage   `json:"usage"`
+	// TextToolCalls says the tool calls were read from the answer's text,
+	// where a server whose tool-call parser does not match the model
+	// leaves them.
+	TextToolCalls bool `json:"text_tool_calls,omitempty"`
 }
 
 // ErrorKind classifies endpoint failures so callers can branch on meaning.

@@ -77,6 +77,7 @@ type Config struct {
 // Client talks to one OpenAI-compatible endpoint. It is safe for concurrent
 // use.
 type Client struct {
+	base       string // the API root, …/v1
 	url        string // …/chat/completions
 	apiKey     string
 	http       *http.Client
@@ -91,6 +92,8 @@ type Client struct {
 	thinksOnly sync.Map
 	// strictIDs is set once the endpoint refused our tool-call ids.
 	strictIDs atomic.Bool
+	// toldTextCalls is set once a tool call written as text was logged.
+	toldTextCalls atomic.Bool
 }
 
 // NewClient returns a client for cfg's endpoint. It does not contact it.
@@ -131,8 +134,10 @@ func NewClient(cfg Config) (*Client, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns = conns
 	transport.MaxIdleConnsPerHost = conns
+	base := strings.TrimRight(cfg.BaseURL, "/")
 	return &Client{
-		url:        strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
+		base:       base,
+		url:        base + "/chat/completions",
 		apiKey:     cfg.APIKey,
 		http:       &http.Client{Transport: transport},
 		timeout:    timeout,
@@ -249,6 +254,10 @@ func (c *Client) completeOnce(ctx context.Context, req Request, opts wireOptions
 	resp, rerr := out.readAnswer(w)
 	if rerr != nil {
 		return Response{}, rerr
+	}
+	if resp.TextToolCalls && !c.toldTextCalls.Swap(true) {
+		zerolog.Ctx(ctx).Warn().Str("model", req.Model).
+			Msg("The endpoint left the model's tool calls as text in its answer; secgpt reads them, but the server's tool-call parser does not match the model (vLLM: --tool-call-parser)")
 	}
 	return resp, nil
 }

@@ -47,6 +47,11 @@ type Profile struct {
 	// as llama.cpp's server does unless the request sets
 	// parallel_tool_calls (docs/function-calling.md).
 	SingleToolCall bool
+	// JSONMode: an answer to a response_format json_schema is always a
+	// JSON document, as OpenAI guarantees even without strict mode
+	// (platform.openai.com/docs/guides/structured-outputs) and every
+	// grammar engine enforces.
+	JSONMode bool
 	// Grammar is how a response_format json_schema (and, for llama.cpp, a
 	// tool schema) is enforced (see GrammarEngine).
 	Grammar GrammarEngine
@@ -150,6 +155,7 @@ func openAIProfile() Profile {
 		Name: "openai", Server: "OpenAI", OwnedBy: "openai", Fingerprint: "fp_simulated",
 		NamesAndToolCount: true,
 		RefusalField:      true,
+		JSONMode:          true,
 		// OpenAI's ids: "call_" and 24 letters or digits.
 		CallID: func(seq int64, n int) string { return fmt.Sprintf("call_%024d", seq*100+int64(n)) },
 	}
@@ -162,6 +168,7 @@ func ollamaProfile() Profile {
 		// completions say fp_ollama (openai/openai.go).
 		OwnedBy: "library", Fingerprint: "fp_ollama",
 		ArgumentsJSON: true,
+		JSONMode:      true,
 		notSetUp: func(model string) refusal {
 			return refusal{400, "api_error", fmt.Sprintf("registry.ollama.ai/library/%s does not support tools", model)}
 		},
@@ -177,6 +184,7 @@ func vllmProfile() Profile {
 		Name: "vllm", Server: "vLLM", OwnedBy: "vllm", Fingerprint: "",
 		// A Qwen model, the most common choice for tool calling on vLLM.
 		SystemFirst: true,
+		JSONMode:    true,
 		notSetUp: func(string) refusal {
 			return refusal{400, "BadRequestError", `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set`}
 		},
@@ -193,6 +201,7 @@ func llamaCppProfile() Profile {
 		// message first, and it thinks.
 		SystemFirst:    true,
 		SingleToolCall: true,
+		JSONMode:       true,
 		notSetUp:       func(string) refusal { return refusal{500, "server_error", "tools param requires --jinja flag"} },
 		Grammar:        GrammarLlamaCpp,
 		Reasoning:      ReasoningContentField,

@@ -104,14 +104,14 @@ func walkSchemas(v any, f func(map[string]any)) {
 	}
 }
 
-// enforce makes a JSON answer conform to the request's response schema
-// as a grammar-constrained server's output does: the model cannot close an
-// object before every required property is there, so each missing one is
-// filled with what the grammar lets through first. Answers that are not
-// JSON are left alone (a grammar would not have let them out, but the
-// behaviour is the model, not the grammar).
+// enforce makes an answer to a response schema what the server lets
+// out. A server in JSON mode never answers anything but JSON: an answer
+// that is not becomes the simplest document the schema allows. A
+// grammar-constrained server's model cannot close an object before every
+// required property is there, so each missing one is filled with what the
+// grammar lets through first.
 func (p *Profile) enforce(req *ChatRequest, content string) string {
-	if p.Grammar == GrammarNone || req.ResponseFormat == nil || req.ResponseFormat.JSONSchema == nil {
+	if req.ResponseFormat == nil || req.ResponseFormat.JSONSchema == nil || (!p.JSONMode && p.Grammar == GrammarNone) {
 		return content
 	}
 	var schema any
@@ -121,13 +121,18 @@ func (p *Profile) enforce(req *ChatRequest, content string) string {
 	dec := json.NewDecoder(strings.NewReader(content))
 	dec.UseNumber()
 	var v any
-	if dec.Decode(&v) != nil {
+	switch {
+	case dec.Decode(&v) != nil || dec.More():
+		v = invent(schema)
+	case p.Grammar == GrammarNone:
 		return content
+	default:
+		v = fillRequired(schema, v)
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if enc.Encode(fillRequired(schema, v)) != nil {
+	if enc.Encode(v) != nil {
 		return content
 	}
 	return strings.TrimSpace(buf.String())

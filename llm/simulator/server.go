@@ -112,6 +112,10 @@ func New(b Behaviour, opts Options) *Server {
 		mux.HandleFunc(prefix+"/chat/completions", s.serveCompletion)
 		mux.HandleFunc(prefix+"/models", s.serveModels)
 	}
+	// What the servers say about themselves outside the OpenAI API.
+	for _, path := range []string{"/api/version", "/api/ps", "/props"} {
+		mux.HandleFunc(path, s.serveInfo)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 	})
@@ -170,14 +174,33 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "use GET")
 		return
 	}
-	owner := "secgpt"
-	if s.opts.Profile != nil {
-		owner = s.opts.Profile.OwnedBy
+	model := map[string]any{"id": s.opts.Model, "object": "model", "created": 0, "owned_by": "secgpt"}
+	if p := s.opts.Profile; p != nil {
+		model["owned_by"] = p.OwnedBy
+		if p.Server == "vLLM" {
+			model["max_model_len"] = p.Context // vLLM's model card (entrypoints/openai/protocol.py ModelCard)
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list",
-		"data":   []any{map[string]any{"id": s.opts.Model, "object": "model", "created": 0, "owned_by": owner}},
-	})
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{model}})
+}
+
+// serveInfo answers what Ollama (/api/version, /api/ps) and llama.cpp's
+// server (/props) say about themselves, for the profiles of those servers.
+func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) {
+	p := s.opts.Profile
+	switch {
+	case p != nil && p.Server == "Ollama" && r.URL.Path == "/api/version":
+		writeJSON(w, http.StatusOK, map[string]any{"version": "0.12.3"})
+	case p != nil && p.Server == "Ollama" && r.URL.Path == "/api/ps":
+		// The model is loaded with the default context (api.ProcessModelResponse).
+		writeJSON(w, http.StatusOK, map[string]any{"models": []any{map[string]any{
+			"name": s.opts.Model, "model": s.opts.Model, "context_length": p.Context,
+		}}})
+	case p != nil && p.Server == "llama.cpp" && r.URL.Path == "/props":
+		writeJSON(w, http.StatusOK, map[string]any{"default_generation_settings": map[string]any{"n_ctx": p.Context}})
+	default:
+		writeError(w, http.StatusNotFound, "invalid_request_error", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	}
 }
 
 func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request) {
