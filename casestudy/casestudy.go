@@ -206,6 +206,9 @@ type Options struct {
 	Dir string
 	// Latency is the simulated model's per-call latency.
 	Latency time.Duration
+	// Profile, when set, makes the simulated model's server answer as a
+	// real server does (see simulator.Profile).
+	Profile *simulator.Profile
 	Log     zerolog.Logger
 }
 
@@ -233,7 +236,7 @@ func RunCases(ctx context.Context, opts Options, names []string, modes []Mode) (
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	sim := simulator.New(simulator.Obedient(), simulator.Options{Latency: opts.Latency, Model: "obedient"})
+	sim := simulator.New(simulator.Obedient(), simulator.Options{Latency: opts.Latency, Model: "obedient", Profile: opts.Profile})
 	baseURL, err := sim.Start("127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("failed to start the simulated model: %w", err)

@@ -29,7 +29,10 @@ type LLM interface {
 	Complete(ctx context.Context, req llm.Request) (llm.Response, error)
 }
 
-var _ LLM = (*llm.Client)(nil)
+var (
+	_ LLM = (*llm.Client)(nil)
+	_ LLM = (*llm.Router)(nil)
+)
 
 // Options configure an Agent.
 type Options struct {

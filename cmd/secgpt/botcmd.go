@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"maunium.net/go/mautrix/id"
 
@@ -64,6 +65,18 @@ func runBot(ctx context.Context, args []string, stderr io.Writer) error {
 		return &startupError{err: err}
 	}
 	fmt.Fprintf(stderr, "secgpt bot: %s on %s, %d apps installed; stop with Ctrl-C\n", cfg.Bot.UserID, cfg.Bot.Homeserver, len(sys.hub.Apps()))
+	if cfg.LLM.Provider == "openai" {
+		// The start-up check, beside the bot: it also loads each model,
+		// so that the first request does not wait for that.
+		go func() {
+			var report strings.Builder
+			report.WriteString("secgpt bot: model check (secgpt doctor runs it alone)\n")
+			if !checkModels(ctx, cfg, sys.models, &report) {
+				log.Warn().Msg("A model endpoint is not set up for secgpt; see the model check")
+			}
+			fmt.Fprint(stderr, report.String())
+		}()
+	}
 	if err := b.Run(ctx); err != nil {
 		return fmt.Errorf("bot: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/secgpt/secgpt/apps/ride"
 	"github.com/secgpt/secgpt/casestudy"
 	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/llm/simulator"
 	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/spoke"
 )
@@ -95,6 +96,7 @@ func runCaseStudy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlags("casestudy", stderr)
 	mode := fs.String("mode", "both", "isolated, vanilla or both")
 	latency := fs.Duration("latency", 0, "simulated model latency per call")
+	profile := fs.String("profile", "", "answer as this server does: "+strings.Join(simulator.ProfileNames(), ", "))
 	asJSON := fs.Bool("json", false, "print rows as JSON")
 	logLevel := fs.String("log-level", "error", "log level")
 	if err := parseFlags(fs, args); err != nil {
@@ -111,6 +113,14 @@ func runCaseStudy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	default:
 		return &usageError{msg: fmt.Sprintf("casestudy: --mode must be isolated, vanilla or both, not %q", *mode)}
 	}
+	var serverProfile *simulator.Profile
+	if *profile != "" {
+		p, ok := simulator.LookupProfile(*profile)
+		if !ok {
+			return &usageError{msg: fmt.Sprintf("casestudy: --profile must be one of %s, not %q", strings.Join(simulator.ProfileNames(), ", "), *profile)}
+		}
+		serverProfile = &p
+	}
 	dir, err := os.MkdirTemp("", "secgpt-casestudy-")
 	if err != nil {
 		return &startupError{err: fmt.Errorf("failed to create work directory: %w", err)}
@@ -122,7 +132,7 @@ func runCaseStudy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	log := newLogger(LoggingConfig{Level: *logLevel, Format: "console"}, stderr)
 	rows, err := casestudy.RunCases(ctx, casestudy.Options{
-		BuildHub: caseStudyHub(dir, log), Dir: dir, Latency: *latency, Log: log,
+		BuildHub: caseStudyHub(dir, log), Dir: dir, Latency: *latency, Profile: serverProfile, Log: log,
 	}, fs.Args(), modes)
 	if err != nil {
 		return &usageError{msg: err.Error()}

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/llm/simulator"
 	"github.com/secgpt/secgpt/sandbox"
 )
 
@@ -39,24 +40,76 @@ type Config struct {
 }
 
 type LLMConfig struct {
-	Provider         string          `yaml:"provider"`
-	BaseURL          string          `yaml:"base_url"`
-	APIKeyEnv        string          `yaml:"api_key_env"`
-	Timeout          time.Duration   `yaml:"timeout"`
-	StructuredOutput string          `yaml:"structured_output"`
-	Models           ModelsConfig    `yaml:"models"`
-	Simulator        SimulatorConfig `yaml:"simulator"`
+	Provider string `yaml:"provider"`
+	// The default endpoint: every model that names no other.
+	EndpointConfig `yaml:",inline"`
+	Models         ModelsConfig `yaml:"models"`
+	// Endpoints are further endpoints, by name, that models may name.
+	Endpoints map[string]EndpointConfig `yaml:"endpoints"`
+	Simulator SimulatorConfig           `yaml:"simulator"`
+}
+
+// EndpointConfig is one OpenAI-compatible endpoint. In llm.endpoints, an
+// absent timeout or structured_output is the default endpoint's.
+type EndpointConfig struct {
+	BaseURL          string        `yaml:"base_url"`
+	APIKeyEnv        string        `yaml:"api_key_env"`
+	Timeout          time.Duration `yaml:"timeout"`
+	StructuredOutput string        `yaml:"structured_output"`
 }
 
 type ModelsConfig struct {
-	Planner string            `yaml:"planner"`
-	Spoke   string            `yaml:"spoke"`
-	Vanilla string            `yaml:"vanilla"`
-	Apps    map[string]string `yaml:"apps"`
+	Planner ModelRef            `yaml:"planner"`
+	Spoke   ModelRef            `yaml:"spoke"`
+	Vanilla ModelRef            `yaml:"vanilla"`
+	Apps    map[string]ModelRef `yaml:"apps"`
+}
+
+// ModelRef names a model: by its name alone on the default endpoint, or as
+// {endpoint: NAME, model: MODEL} on one of llm.endpoints.
+type ModelRef struct {
+	Endpoint string `yaml:"endpoint"`
+	Model    string `yaml:"model"`
+}
+
+// UnmarshalYAML reads a model name or an {endpoint, model} mapping.
+func (m *ModelRef) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*m = ModelRef{Model: n.Value}
+		return nil
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i].Value; k != "endpoint" && k != "model" {
+				return fmt.Errorf("line %d: unknown field %q in a model (it has endpoint and model)", n.Content[i].Line, k)
+			}
+		}
+		type plain ModelRef
+		var r plain
+		if err := n.Decode(&r); err != nil {
+			return err
+		}
+		*m = ModelRef(r)
+		return nil
+	default:
+		return fmt.Errorf("line %d: a model is a name, or endpoint and model", n.Line)
+	}
+}
+
+// key is the name under which the hub asks for the model: its name on the
+// default endpoint, NAME@ENDPOINT on another (the router strips it).
+func (m ModelRef) key() string {
+	if m.Endpoint == "" {
+		return m.Model
+	}
+	return m.Model + "@" + m.Endpoint
 }
 
 type SimulatorConfig struct {
 	Latency time.Duration `yaml:"latency"`
+	// Profile makes the simulated model answer as a real server does
+	// (simulator.ProfileNames); empty is OpenAI's API as documented.
+	Profile string `yaml:"profile"`
 }
 
 type AppsConfig struct {
@@ -121,6 +174,12 @@ type LoggingConfig struct {
 	Format string `yaml:"format"`
 }
 
+// ollamaLoadTimeout is how long Ollama lets a model load before it fails
+// the request (envconfig OLLAMA_LOAD_TIMEOUT, 5 minutes): a model call
+// must be allowed that long, or the first call after a model was unloaded
+// fails while the model is still loading.
+const ollamaLoadTimeout = 5 * time.Minute
+
 // defaultConfig is what runs with no config file: the SQLite default and an
 // OpenAI-compatible endpoint from the environment, or the simulator.
 func defaultConfig() Config {
@@ -143,14 +202,20 @@ func defaultConfig() Config {
 	for _, a := range apps.Builtin() {
 		installed = append(installed, a.Spec().Name)
 	}
+	gpt := ModelRef{Model: "gpt-4o-mini"}
 	return Config{
 		LLM: LLMConfig{
-			Provider:         "openai",
-			BaseURL:          "https://api.openai.com/v1",
-			APIKeyEnv:        "OPENAI_API_KEY",
-			Timeout:          60 * time.Second,
-			StructuredOutput: "auto",
-			Models:           ModelsConfig{Planner: "gpt-4o-mini", Spoke: "gpt-4o-mini", Vanilla: "gpt-4o-mini"},
+			Provider: "openai",
+			EndpointConfig: EndpointConfig{
+				BaseURL:   "https://api.openai.com/v1",
+				APIKeyEnv: "OPENAI_API_KEY",
+				// A local server loads a model on its first call, which
+				// takes minutes for a large one; Ollama gives a load up
+				// to 5 minutes (OLLAMA_LOAD_TIMEOUT) before it fails it.
+				Timeout:          ollamaLoadTimeout,
+				StructuredOutput: "auto",
+			},
+			Models: ModelsConfig{Planner: gpt, Spoke: gpt, Vanilla: gpt},
 		},
 		Database:  filepath.Join(dataDir, "secgpt.db"),
 		Apps:      AppsConfig{Installed: installed},
@@ -181,7 +246,8 @@ func (c *Config) applyEnvironment() string {
 		if u := os.Getenv(v); u != "" {
 			c.LLM.BaseURL = u
 			if m := os.Getenv("SECGPT_LLM_MODEL"); m != "" {
-				c.LLM.Models = ModelsConfig{Planner: m, Spoke: m, Vanilla: m}
+				ref := ModelRef{Model: m}
+				c.LLM.Models = ModelsConfig{Planner: ref, Spoke: ref, Vanilla: ref}
 			}
 			return fmt.Sprintf("Using the model endpoint %s from $%s.", u, v)
 		}
@@ -245,39 +311,8 @@ func (c *Config) validate() error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("config: %s: %s", field, fmt.Sprintf(format, args...))
 	}
-	switch c.LLM.Provider {
-	case "openai", "simulator":
-	default:
-		return bad("llm.provider", "must be openai or simulator, not %q", c.LLM.Provider)
-	}
-	if c.LLM.Provider == "openai" {
-		u, err := url.Parse(c.LLM.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad("llm.base_url", "must be an http or https URL, not %q", c.LLM.BaseURL)
-		}
-		if c.LLM.Models.Planner == "" {
-			return bad("llm.models.planner", "is required")
-		}
-		if c.LLM.Models.Spoke == "" {
-			return bad("llm.models.spoke", "is required")
-		}
-		if c.LLM.Models.Vanilla == "" {
-			return bad("llm.models.vanilla", "is required")
-		}
-	}
-	if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`).MatchString(c.LLM.APIKeyEnv) {
-		return bad("llm.api_key_env", "must name an environment variable (the key itself never goes in the file)")
-	}
-	if c.LLM.Timeout <= 0 {
-		return bad("llm.timeout", "must be a positive duration such as 60s")
-	}
-	switch c.LLM.StructuredOutput {
-	case "auto", "on", "off":
-	default:
-		return bad("llm.structured_output", "must be auto, on or off, not %q", c.LLM.StructuredOutput)
-	}
-	if c.LLM.Simulator.Latency < 0 {
-		return bad("llm.simulator.latency", "must not be negative")
+	if err := c.LLM.validate(); err != nil {
+		return err
 	}
 	if c.Database == "" {
 		return bad("database", "is required")
@@ -301,6 +336,9 @@ func (c *Config) validate() error {
 	for _, app := range sortedNames(c.LLM.Models.Apps) {
 		if !seen[app] {
 			return bad("llm.models.apps."+app, "names an app that is not installed")
+		}
+		if err := c.LLM.validateModel("llm.models.apps."+app, c.LLM.Models.Apps[app]); err != nil {
+			return err
 		}
 	}
 	if err := c.Sandbox.LimitsConfig.validate("sandbox"); err != nil {
@@ -372,6 +410,91 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// validate checks the llm section but for the models of apps, which need
+// the installed apps.
+func (l *LLMConfig) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("config: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	switch l.Provider {
+	case "openai", "simulator":
+	default:
+		return bad("llm.provider", "must be openai or simulator, not %q", l.Provider)
+	}
+	if l.Provider == "openai" {
+		if err := l.EndpointConfig.validate("llm", false); err != nil {
+			return err
+		}
+	} else if err := l.EndpointConfig.validate("llm", true); err != nil {
+		return err
+	}
+	if l.Timeout <= 0 {
+		return bad("llm.timeout", "must be a positive duration such as 5m")
+	}
+	if l.StructuredOutput == "" {
+		return bad("llm.structured_output", "must be auto, on or off, not %q", l.StructuredOutput)
+	}
+	for _, name := range sortedNames(l.Endpoints) {
+		if name == "" || strings.ContainsAny(name, "@ \t") {
+			return bad("llm.endpoints", "%q is not a usable endpoint name", name)
+		}
+		if err := l.Endpoints[name].validate("llm.endpoints."+name, false); err != nil {
+			return err
+		}
+	}
+	for _, m := range []struct {
+		field string
+		ref   ModelRef
+	}{{"llm.models.planner", l.Models.Planner}, {"llm.models.spoke", l.Models.Spoke}, {"llm.models.vanilla", l.Models.Vanilla}} {
+		if err := l.validateModel(m.field, m.ref); err != nil {
+			return err
+		}
+	}
+	if l.Simulator.Latency < 0 {
+		return bad("llm.simulator.latency", "must not be negative")
+	}
+	if _, ok := simulator.LookupProfile(l.Simulator.Profile); l.Simulator.Profile != "" && !ok {
+		return bad("llm.simulator.profile", "must be one of %s, not %q", strings.Join(simulator.ProfileNames(), ", "), l.Simulator.Profile)
+	}
+	return nil
+}
+
+// validateModel checks a model reference: a name, on a known endpoint.
+func (l *LLMConfig) validateModel(field string, m ModelRef) error {
+	if m.Model == "" && l.Provider == "openai" {
+		return fmt.Errorf("config: %s: is required", field)
+	}
+	if _, ok := l.Endpoints[m.Endpoint]; m.Endpoint != "" && !ok {
+		return fmt.Errorf("config: %s.endpoint: no endpoint named %q in llm.endpoints", field, m.Endpoint)
+	}
+	return nil
+}
+
+// validate checks an endpoint; a simulated one needs no URL.
+func (e EndpointConfig) validate(prefix string, simulated bool) error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("config: %s.%s: %s", prefix, field, fmt.Sprintf(format, args...))
+	}
+	if !simulated {
+		u, err := url.Parse(e.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("base_url", "must be an http or https URL, not %q", e.BaseURL)
+		}
+	}
+	if e.APIKeyEnv != "" && !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`).MatchString(e.APIKeyEnv) {
+		return bad("api_key_env", "must name an environment variable (the key itself never goes in the file)")
+	}
+	if e.Timeout < 0 {
+		return bad("timeout", "must not be negative")
+	}
+	switch e.StructuredOutput {
+	case "", "auto", "on", "off":
+	default:
+		return bad("structured_output", "must be auto, on or off, not %q", e.StructuredOutput)
+	}
+	return nil
+}
+
 func (l LimitsConfig) validate(prefix string) error {
 	if l.AddressSpaceBytes != 0 && l.AddressSpaceBytes < sandbox.MinAddressSpace {
 		return fmt.Errorf("config: %s.address_space_bytes: must be 0 (the default) or at least %d: the Go runtime of a spoke needs it", prefix, uint64(sandbox.MinAddressSpace))
@@ -389,4 +512,9 @@ func sortedNames[V any](m map[string]V) []string {
 }
 
 // apiKey reads the endpoint's key from the environment.
-func (c *Config) apiKey() string { return os.Getenv(c.LLM.APIKeyEnv) }
+func (e EndpointConfig) apiKey() string {
+	if e.APIKeyEnv == "" {
+		return ""
+	}
+	return os.Getenv(e.APIKeyEnv)
+}

@@ -53,7 +53,8 @@ commands:
   bot         run the Matrix bot: secgpt bot --config FILE (see its bot section)
   ask         answer one query for a script: secgpt ask --user ID [--consent POLICY] [--json] [--mode isolated|vanilla] "query"
               (vanilla: the non-isolated baseline, for comparison only)
-  casestudy   run the paper's case studies: secgpt casestudy [--mode isolated|vanilla|both] [NAME...]
+  casestudy   run the paper's case studies: secgpt casestudy [--mode isolated|vanilla|both] [--profile SERVER] [NAME...]
+  doctor      check each model endpoint: which server, structured output, tool calls, context window
   apps        list the installed apps
   sandbox-check  run a hostile app against the sandbox, offline, and print each attack: blocked or not, and how
   seed        load a fixture into a user's app data: secgpt seed --user ID FILE
@@ -109,6 +110,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runCaseStudy(ctx, rest, stdout, stderr)
 	case "sandbox-check":
 		return runSandboxCheck(ctx, rest, stdout, stderr)
+	case "doctor":
+		return runDoctor(ctx, rest, stdout, stderr)
 	case "apps":
 		return runApps(rest, stdout)
 	case "seed":

@@ -99,6 +99,11 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"bad base URL", "llm:\n  base_url: ftp://x\n", "llm.base_url: must be an http or https URL"},
 		{"key in the file", "llm:\n  api_key_env: sk-123-456\n", "llm.api_key_env: must name an environment variable"},
 		{"missing planner model", "llm:\n  models:\n    planner: \"\"\n", "llm.models.planner: is required"},
+		{"model on an unknown endpoint", "llm:\n  models:\n    spoke: {endpoint: big, model: qwen3}\n", `llm.models.spoke.endpoint: no endpoint named "big"`},
+		{"model with a typo", "llm:\n  models:\n    spoke: {endpiont: big, model: qwen3}\n", `unknown field "endpiont" in a model`},
+		{"endpoint without a URL", "llm:\n  endpoints:\n    big: {timeout: 1m}\n", "llm.endpoints.big.base_url: must be an http or https URL"},
+		{"endpoint with a key in the file", "llm:\n  endpoints:\n    big: {base_url: \"http://x/v1\", api_key_env: sk-1}\n", "llm.endpoints.big.api_key_env: must name an environment variable"},
+		{"unknown profile", "llm:\n  provider: simulator\n  simulator:\n    profile: tgi\n", "llm.simulator.profile: must be one of"},
 		{"unknown app", "apps:\n  installed: [email, teleport]\n", `apps.installed[1]: no built-in app named "teleport"`},
 		{"bad policy", "consent:\n  out_of_plan: maybe\n", "consent.out_of_plan: must be ask or deny"},
 		{"bad duration", "deadlines:\n  step: soon\n", "config: "},
@@ -151,13 +156,20 @@ func TestCaseStudiesAsPromised(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("casestudy exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+	checkCaseRows(t, r.stdout)
+}
+
+// checkCaseRows checks `casestudy --mode both --json` output: in isolated
+// mode no attack and every task done; in vanilla mode every attack.
+func checkCaseRows(t *testing.T, out string) {
+	t.Helper()
 	var rows []struct {
 		Case   string `json:"case"`
 		Mode   string `json:"mode"`
 		Attack bool   `json:"attack_succeeded"`
 		Task   bool   `json:"task_done"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatal(err)
 	}
 	if len(rows) != 14 {

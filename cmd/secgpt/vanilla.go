@@ -32,13 +32,11 @@ func runAskVanilla(ctx context.Context, configPath, user, query string, asJSON b
 		return &startupError{err: err}
 	}
 	defer st.Close()
-	model, sim, err := startModel(cfg)
+	models, err := startModels(cfg)
 	if err != nil {
 		return &startupError{err: err}
 	}
-	if sim != nil {
-		defer sim.Close()
-	}
+	defer models.close()
 	var list []apps.App
 	for _, name := range cfg.Apps.Installed {
 		a, _ := apps.Lookup(name)
@@ -53,7 +51,7 @@ func runAskVanilla(ctx context.Context, configPath, user, query string, asJSON b
 		defer a.Close()
 		list = append(list, a)
 	}
-	agent := vanilla.New(vanilla.Options{LLM: model, Store: st, Apps: list, Model: cfg.LLM.Models.Vanilla, HistoryEntries: cfg.Budgets.HistoryEntries})
+	agent := vanilla.New(vanilla.Options{LLM: models.router, Store: st, Apps: list, Model: cfg.LLM.Models.Vanilla.key(), HistoryEntries: cfg.Budgets.HistoryEntries})
 	res, err := agent.Handle(ctx, user, query)
 	if asJSON {
 		enc := json.NewEncoder(stdout)

@@ -14,7 +14,6 @@ import (
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/egress"
 	"github.com/secgpt/secgpt/llm"
-	"github.com/secgpt/secgpt/llm/simulator"
 	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/spoke"
 	"github.com/secgpt/secgpt/store"
@@ -36,8 +35,7 @@ type system struct {
 	cfg    Config
 	log    zerolog.Logger
 	store  *store.Store
-	model  *llm.Client
-	sim    *simulator.Server
+	models *modelEndpoints
 	spokes *spoke.Manager
 	hub    *hub.Hub
 }
@@ -57,7 +55,7 @@ func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zero
 		return nil, err
 	}
 	s.store = st
-	if s.model, s.sim, err = startModel(cfg); err != nil {
+	if s.models, err = startModels(cfg); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -74,7 +72,7 @@ func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zero
 		specs = append(specs, a.Spec())
 	}
 	specs = append(specs, external...)
-	if s.hub, err = newHub(ctx, cfg, st, s.model, s.spokes, specs, egress, log); err != nil {
+	if s.hub, err = newHub(ctx, cfg, st, s.models.router, s.spokes, specs, egress, log); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -93,38 +91,12 @@ func (s *system) Close() {
 	if s.spokes != nil {
 		s.spokes.Close()
 	}
-	if s.sim != nil {
-		_ = s.sim.Close()
+	if s.models != nil {
+		s.models.close()
 	}
 	if s.store != nil {
 		_ = s.store.Close()
 	}
-}
-
-// startModel returns the client for the configured endpoint, starting the
-// simulated model on loopback when the provider is the simulator.
-func startModel(cfg Config) (*llm.Client, *simulator.Server, error) {
-	c := llm.Config{
-		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.apiKey(),
-		Timeout: cfg.LLM.Timeout, StructuredOutput: cfg.LLM.StructuredOutput,
-	}
-	var sim *simulator.Server
-	if cfg.LLM.Provider == "simulator" {
-		sim = simulator.New(simulator.Obedient(), simulator.Options{Latency: cfg.LLM.Simulator.Latency, Model: "simulator"})
-		url, err := sim.Start("127.0.0.1:0")
-		if err != nil {
-			return nil, nil, fmt.Errorf("failed to start the simulated model: %w", err)
-		}
-		c.BaseURL, c.APIKey = url, ""
-	}
-	client, err := llm.NewClient(c)
-	if err != nil {
-		if sim != nil {
-			_ = sim.Close()
-		}
-		return nil, nil, err
-	}
-	return client, sim, nil
 }
 
 // sandboxLimits are the default limits, with the config's overrides for
@@ -237,13 +209,10 @@ func newEgress(cfg Config) *egress.Broker {
 	return egress.New(egress.Options{MaxResponseBytes: int64(cfg.Spokes.MaxFrameBytes) * 6 / 10})
 }
 
-func newHub(ctx context.Context, cfg Config, st *store.Store, model *llm.Client, runner hub.Runner, specs []apps.Spec, egress hub.Egress, log zerolog.Logger) (*hub.Hub, error) {
+func newHub(ctx context.Context, cfg Config, st *store.Store, model hub.LLM, runner hub.Runner, specs []apps.Spec, egress hub.Egress, log zerolog.Logger) (*hub.Hub, error) {
 	return hub.New(ctx, hub.Options{
 		Store: st, LLM: model, Runner: runner, Apps: specs, Egress: egress,
-		Models: hub.Models{
-			Planner: cfg.LLM.Models.Planner, Spoke: cfg.LLM.Models.Spoke,
-			Vanilla: cfg.LLM.Models.Vanilla, Apps: cfg.LLM.Models.Apps,
-		},
+		Models:              hubModels(cfg.LLM.Models),
 		OutOfPlan:           hub.OutOfPlan(cfg.Consent.OutOfPlan),
 		ConsentTimeout:      cfg.Consent.Timeout,
 		RequestTimeout:      cfg.Deadlines.Request,
@@ -257,6 +226,15 @@ func newHub(ctx context.Context, cfg Config, st *store.Store, model *llm.Client,
 		MemoryEntries:       cfg.Budgets.MemoryEntries,
 		Log:                 log.With().Str("component", "hub").Logger(),
 	})
+}
+
+// hubModels names each role's model as the router knows it.
+func hubModels(m ModelsConfig) hub.Models {
+	apps := map[string]string{}
+	for app, ref := range m.Apps {
+		apps[app] = ref.key()
+	}
+	return hub.Models{Planner: m.Planner.key(), Spoke: m.Spoke.key(), Vanilla: m.Vanilla.key(), Apps: apps}
 }
 
 // caseStudyHub builds the isolated system the case studies run, with the

@@ -94,6 +94,9 @@ type Server struct {
 	ids       atomic.Int64
 	callIDs   callIDs
 	handler   http.Handler
+	// loaded are the models requests have named, as Ollama's /api/ps
+	// lists the models it loaded for them.
+	loaded sync.Map
 
 	mu   sync.Mutex
 	srv  *http.Server
@@ -192,10 +195,13 @@ func (s *Server) serveInfo(w http.ResponseWriter, r *http.Request) {
 	case p != nil && p.Server == "Ollama" && r.URL.Path == "/api/version":
 		writeJSON(w, http.StatusOK, map[string]any{"version": "0.12.3"})
 	case p != nil && p.Server == "Ollama" && r.URL.Path == "/api/ps":
-		// The model is loaded with the default context (api.ProcessModelResponse).
-		writeJSON(w, http.StatusOK, map[string]any{"models": []any{map[string]any{
-			"name": s.opts.Model, "model": s.opts.Model, "context_length": p.Context,
-		}}})
+		// Each model is loaded with the default context (api.ProcessModelResponse).
+		models := []any{}
+		s.loaded.Range(func(name, _ any) bool {
+			models = append(models, map[string]any{"name": name, "model": name, "context_length": p.Context})
+			return true
+		})
+		writeJSON(w, http.StatusOK, map[string]any{"models": models})
 	case p != nil && p.Server == "llama.cpp" && r.URL.Path == "/props":
 		writeJSON(w, http.StatusOK, map[string]any{"default_generation_settings": map[string]any{"n_ctx": p.Context}})
 	default:
@@ -214,6 +220,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.calls.Add(1)
+	s.loaded.Store(req.Model, true)
 	if p := s.opts.Profile; p != nil {
 		if r := p.refuse(req); r != nil {
 			writeError(w, r.status, r.typ, r.message)
