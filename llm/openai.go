@@ -181,7 +181,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 			c.thinksOnly.Delete(req.Model)
 			return Response{}, &Error{Kind: ErrMisconfigured, Status: e.Status,
 				Err: fmt.Errorf("%w, and the endpoint refused reasoning_effort \"none\": %v", errOnlyReasoning, e.Err),
-				Fix: "give this role a model that answers in its content, or turn the model's thinking off on the server"}
+				Fix: "give this role a model that does not think, or a server that takes reasoning_effort \"none\" (a recent Ollama; 0.12 refuses it)"}
 		}
 		next, again := c.adapt(ctx, req, opts, err)
 		if !again {

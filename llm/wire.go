@@ -19,7 +19,8 @@ type wireRequest struct {
 	ResponseFormat *wireResponseFormat `json:"response_format,omitempty"`
 	MaxTokens      int                 `json:"max_tokens,omitempty"`
 	// ReasoningEffort "none" turns a thinking model's reasoning off where
-	// the endpoint supports it (Ollama's /v1 since 0.12; OpenAI's gpt-5.1).
+	// the endpoint supports it: recent Ollama's /v1 (ollama/ollama#14820;
+	// 0.12.3 refuses it, 400 "invalid think value"), OpenAI's gpt-5.1.
 	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 }
 

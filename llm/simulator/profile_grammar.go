@@ -40,9 +40,12 @@ func (p *Profile) refuseSchemas(req *ChatRequest) *refusal {
 			// The converter's error: llama.SchemaToGrammar returns nil.
 			return &refusal{500, "api_error", "invalid JSON schema in format"}
 		case p.Grammar == GrammarOllama:
-			// The converter succeeds; the runner cannot parse the grammar
-			// (runner/ollamarunner/runner.go).
-			return &refusal{500, "api_error", "failed to load model vocabulary required for format"}
+			// The converter succeeds; the runner cannot parse the grammar.
+			// The llama.cpp runner, Ollama's for most GGUF models, says
+			// this (seen from Ollama 0.12.3; runner/llamarunner); the new
+			// engine's says "failed to load model vocabulary required for
+			// format" (runner/ollamarunner).
+			return &refusal{500, "api_error", "Failed to create new sequence: unable to create sampling context\n"}
 		case problem == unanchored:
 			return &refusal{400, "invalid_request_error", "JSON schema conversion failed:\nPattern must start with '^' and end with '$'"}
 		default:

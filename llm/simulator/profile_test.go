@@ -56,7 +56,7 @@ func TestProfilesRefuseAsDocumented(t *testing.T) {
 		{"llamacpp", `{"model":"m",` + userMessage + `,"tools":[{"type":"function","function":{"name":"a__b","parameters":` + escapeSchema + `}}]}`, 400, "failed to parse grammar"},
 		{"llamacpp", `{"model":"m",` + userMessage + format(looseSchema) + `}`, 400, "Pattern must start with '^' and end with '$'"},
 		{"ollama", `{"model":"m",` + userMessage + format(looseSchema) + `}`, 500, "invalid JSON schema in format"},
-		{"ollama", `{"model":"m",` + userMessage + format(escapeSchema) + `}`, 500, "required for format"},
+		{"ollama", `{"model":"m",` + userMessage + format(escapeSchema) + `}`, 500, "unable to create sampling context"},
 		{"ollama-no-tools", `{"model":"gemma:2b",` + userMessage + toolsBody + `}`, 400, "gemma:2b does not support tools"},
 		{"ollama", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"a__b","arguments":"{oops"}}]},{"role":"tool","tool_call_id":"c","content":"x"}]}`, 400, "invalid tool call arguments"},
 	}
