@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of secgpt: vet, the race-enabled unit and end-to-end tests
-# (against a real Dendrite homeserver on loopback), short fuzz runs, and the
-# built binary's case studies and sandbox check. Installs what a bare
-# machine of this kind lacks. Used as is by .ci/run.
+# (against a real Dendrite homeserver and a real Ollama on loopback), short
+# fuzz runs, and the built binary's case studies and sandbox check. Installs
+# what a bare machine of this kind lacks. Used as is by .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +13,11 @@ scripts/deps.sh
 echo "== Dendrite"
 SECGPT_DENDRITE_BIN=$(scripts/build-dendrite.sh)
 export SECGPT_DENDRITE_BIN
+
+# The model server for the end-to-end tests, cached the same way.
+echo "== Ollama"
+SECGPT_OLLAMA_BIN=$(scripts/build-ollama.sh)
+export SECGPT_OLLAMA_BIN
 
 # goolm: mautrix's pure-Go Olm, so no libolm is needed; e2e: the slow suites.
 export GOFLAGS="-tags=goolm,e2e"
