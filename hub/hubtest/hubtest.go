@@ -31,6 +31,9 @@ type Options struct {
 	// Behaviour is the simulated model; default simulator.Obedient().
 	Behaviour simulator.Behaviour
 	Latency   time.Duration
+	// Profile names the server the simulated model's server answers as
+	// (simulator.ProfileNames); empty is OpenAI's API as documented.
+	Profile string
 	// APIKey is given to the hub's client, to check spokes never see it.
 	APIKey string
 	// Hub adjusts the hub's options before it is built.
@@ -72,7 +75,15 @@ func NewSystem(t testing.TB, opts Options) *System {
 	if b == nil {
 		b = simulator.Obedient()
 	}
-	sim := simulator.New(b, simulator.Options{Latency: opts.Latency, Model: "test"})
+	simOpts := simulator.Options{Latency: opts.Latency, Model: "test"}
+	if opts.Profile != "" {
+		p, ok := simulator.LookupProfile(opts.Profile)
+		if !ok {
+			t.Fatalf("no simulator profile %q", opts.Profile)
+		}
+		simOpts.Profile = &p
+	}
+	sim := simulator.New(b, simOpts)
 	url, err := sim.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
