@@ -213,45 +213,28 @@ func llamaCppProfile() Profile {
 // profiles are the named profiles: each server set up as its documentation
 // says, and the set-up mistakes and model traits users meet.
 var profiles = map[string]func() Profile{
-	"openai": openAIProfile,
-	"openai-no-quota": func() Profile {
-		p := openAIProfile()
-		p.Name, p.Quota = "openai-no-quota", true
+	"openai":            openAIProfile,
+	"openai-no-quota":   variant(openAIProfile, "openai-no-quota", func(p *Profile) { p.Quota = true }),
+	"ollama":            ollamaProfile,
+	"ollama-no-tools":   variant(ollamaProfile, "ollama-no-tools", func(p *Profile) { p.Tools = ToolsNotSetUp }),
+	"ollama-thinking":   variant(ollamaProfile, "ollama-thinking", func(p *Profile) { p.Reasoning = ReasoningOnly }),
+	"vllm":              vllmProfile,
+	"vllm-no-tools":     variant(vllmProfile, "vllm-no-tools", func(p *Profile) { p.Tools = ToolsNotSetUp }),
+	"vllm-wrong-parser": variant(vllmProfile, "vllm-wrong-parser", func(p *Profile) { p.Tools = ToolsAsText }),
+	// A Mistral model: its template takes a system message anywhere.
+	"vllm-mistral":      variant(vllmProfile, "vllm-mistral", func(p *Profile) { p.SystemFirst, p.MistralIDs = false, true }),
+	"llamacpp":          llamaCppProfile,
+	"llamacpp-no-jinja": variant(llamaCppProfile, "llamacpp-no-jinja", func(p *Profile) { p.Tools = ToolsNotSetUp }),
+}
+
+// variant is a server's profile, named, with one thing changed.
+func variant(base func() Profile, name string, change func(*Profile)) func() Profile {
+	return func() Profile {
+		p := base()
+		p.Name = name
+		change(&p)
 		return p
-	},
-	"ollama": ollamaProfile,
-	"ollama-no-tools": func() Profile {
-		p := ollamaProfile()
-		p.Name, p.Tools = "ollama-no-tools", ToolsNotSetUp
-		return p
-	},
-	"ollama-thinking": func() Profile {
-		p := ollamaProfile()
-		p.Name, p.Reasoning = "ollama-thinking", ReasoningOnly
-		return p
-	},
-	"vllm": vllmProfile,
-	"vllm-no-tools": func() Profile {
-		p := vllmProfile()
-		p.Name, p.Tools = "vllm-no-tools", ToolsNotSetUp
-		return p
-	},
-	"vllm-wrong-parser": func() Profile {
-		p := vllmProfile()
-		p.Name, p.Tools = "vllm-wrong-parser", ToolsAsText
-		return p
-	},
-	"vllm-mistral": func() Profile {
-		p := vllmProfile()
-		p.Name, p.SystemFirst, p.MistralIDs = "vllm-mistral", false, true
-		return p
-	},
-	"llamacpp": llamaCppProfile,
-	"llamacpp-no-jinja": func() Profile {
-		p := llamaCppProfile()
-		p.Name, p.Tools = "llamacpp-no-jinja", ToolsNotSetUp
-		return p
-	},
+	}
 }
 
 // LookupProfile returns the named profile.
