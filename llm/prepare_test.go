@@ -176,3 +176,35 @@ func TestPrepareFoldsToolsOverTheLimit(t *testing.T) {
 		t.Errorf("a dispatcher call of a tool offered directly became %+v", unknown)
 	}
 }
+
+// FuzzGrammarPattern checks what grammarPattern lets through over any
+// pattern: anchored, with no escape a grammar compiler copies verbatim,
+// and still a regular expression when the original was one.
+func FuzzGrammarPattern(f *testing.F) {
+	for _, seed := range []string{`^[^@\s]+@[^@\s]+\.[^@\s]+$`, `^\d{2}-\w+$`, `^[\w-]+$`, `^a\/b$`, `x`, `^(?:a)$`, `^[\S]$`, `^\$`} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, pattern string) {
+		out, ok := grammarPattern(pattern)
+		if !ok {
+			return
+		}
+		if !strings.HasPrefix(out, "^") || !strings.HasSuffix(out, "$") {
+			t.Fatalf("grammarPattern(%q) = %q, not anchored", pattern, out)
+		}
+		for i := 0; i < len(out)-1; i++ {
+			if out[i] != '\\' {
+				continue
+			}
+			if !strings.ContainsRune(`^$.[]()|{}*+?tnr\`, rune(out[i+1])) {
+				t.Fatalf("grammarPattern(%q) = %q keeps the escape \\%c", pattern, out, out[i+1])
+			}
+			i++
+		}
+		if _, err := regexp.Compile(pattern); err == nil {
+			if _, err := regexp.Compile(out); err != nil {
+				t.Fatalf("grammarPattern(%q) = %q, which does not compile: %v", pattern, out, err)
+			}
+		}
+	})
+}

@@ -30,7 +30,7 @@ echo "== go test -race"
 go test -race -timeout 30m ./...
 
 echo "== fuzz (a few seconds each)"
-for target in "FuzzDecodeFrame ./spoke/" "FuzzParsePlan ./hub/" "FuzzExtractJSON ./llm/" "FuzzCheckURL ./hub/egress/" "FuzzClassify ./bot/"; do
+for target in "FuzzDecodeFrame ./spoke/" "FuzzParsePlan ./hub/" "FuzzExtractJSON ./llm/" "FuzzGrammarPattern ./llm/" "FuzzCheckURL ./hub/egress/" "FuzzClassify ./bot/"; do
   set -- $target
   go test -run '^$' -fuzz "^$1\$" -fuzztime 5s "$2"
 done
