@@ -2,9 +2,16 @@
 // Ollama, vLLM, llama.cpp's server) and provides the simulated models used by
 // tests and demos (package llm/simulator).
 //
-// It owns the wire types shared by the hub and the spokes. It must never
-// decide anything about security: it neither filters tool calls nor trusts
-// what a model returns. Only the hub holds a Client, and so the API key.
+// It owns the wire types shared by the hub and the spokes, and what the
+// servers people run do differently from OpenAI: a caller builds every
+// request one way and reads every answer one way, and the client writes and
+// reads them as each server needs (prepare, readAnswer, errorRules). It also
+// routes each role's model to its endpoint (Router) and checks an endpoint
+// for what secgpt needs (Diagnose). It must never decide anything about
+// security: it neither filters tool calls nor trusts what a model returns;
+// the names and ids it rewrites for a server it maps back, and the hub
+// checks what comes back as always. Only the hub holds a Client, and so the
+// API key.
 package llm
 
 import (
