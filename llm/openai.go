@@ -211,29 +211,31 @@ type wireOptions struct {
 //   - an endpoint that cannot use the response schema (rejectsResponseFormat)
 //     in auto mode gets the schema described in the system message;
 //   - a model that answered only in its reasoning (ollama/ollama#15288) is
-//     asked with reasoning_effort "none", which Ollama's /v1 honours;
+//     asked with reasoning_effort "none", which a recent Ollama's /v1
+//     honours;
 //   - an endpoint that refuses our tool-call ids (Mistral models on vLLM,
 //     vllm-project/vllm#9019) gets ids of nine letters or digits.
 func (c *Client) adapt(ctx context.Context, req Request, opts wireOptions, err error) (wireOptions, bool) {
-	log := zerolog.Ctx(ctx).Info().Err(err).Str("model", req.Model)
+	var lesson string
 	switch {
 	case err == nil:
 		return opts, false
 	case opts.structured && c.mode == StructuredAuto && rejectsResponseFormat(err):
 		c.lacksStructured.Store(true)
-		log.Msg("LLM endpoint rejected response_format; describing schemas in the system message from now on")
+		lesson = "LLM endpoint rejected response_format; describing schemas in the system message from now on"
 		opts.structured = false
 	case !opts.quiet && errors.Is(err, errOnlyReasoning):
 		c.thinksOnly.Store(req.Model, true)
-		log.Msg("The model answered only in its reasoning; asking it with reasoning_effort none from now on")
+		lesson = "The model answered only in its reasoning; asking it with reasoning_effort none from now on"
 		opts.quiet = true
 	case !opts.strictIDs && rejectsCallIDs(err):
 		c.strictIDs.Store(true)
-		log.Msg("LLM endpoint rejected our tool-call ids; sending ids of nine letters or digits from now on")
+		lesson = "LLM endpoint rejected our tool-call ids; sending ids of nine letters or digits from now on"
 		opts.strictIDs = true
 	default:
 		return opts, false
 	}
+	zerolog.Ctx(ctx).Info().Err(err).Str("model", req.Model).Msg(lesson)
 	return opts, true
 }
 
