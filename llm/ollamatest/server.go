@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,16 +69,12 @@ func Start(t testing.TB, contextLength int) *Server {
 		t.Skipf("no real Ollama: $%s is not set (scripts/build-ollama.sh builds it and prints its path)", BinaryEnv)
 	}
 	dir := t.TempDir()
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := "127.0.0.1:" + port
 	s := &Server{}
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = []string{
 		"HOME=" + dir, "PATH=" + os.Getenv("PATH"),
-		"OLLAMA_HOST=" + host, "OLLAMA_MODELS=" + filepath.Join(dir, "models"),
+		// Port 0: Ollama listens where the kernel says, and logs where.
+		"OLLAMA_HOST=127.0.0.1:0", "OLLAMA_MODELS=" + filepath.Join(dir, "models"),
 		fmt.Sprintf("OLLAMA_CONTEXT_LENGTH=%d", contextLength),
 		"OLLAMA_NOPRUNE=1", "OLLAMA_KEEP_ALIVE=-1",
 	}
@@ -98,7 +94,8 @@ func Start(t testing.TB, contextLength int) *Server {
 			t.Logf("Ollama's log:\n%s", s.logTail())
 		}
 	})
-	if err := waitUp("http://"+host+"/api/version", 30*time.Second); err != nil {
+	host, err := s.waitListening(30 * time.Second)
+	if err != nil {
 		t.Fatalf("Ollama did not start: %v\n%s", err, s.logTail())
 	}
 	if err := createModel(dir, bin, host); err != nil {
@@ -188,31 +185,30 @@ func createModel(dir, bin, host string) error {
 	return nil
 }
 
-func waitUp(url string, limit time.Duration) error {
+var listening = regexp.MustCompile(`Listening on (127\.0\.0\.1:[0-9]+) `)
+
+// waitListening waits for Ollama to log the address it listens on, and
+// for it to answer there.
+func (s *Server) waitListening(limit time.Duration) (string, error) {
 	deadline := time.Now().Add(limit)
 	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
+		s.logMu.Lock()
+		m := listening.FindStringSubmatch(s.log.String())
+		s.logMu.Unlock()
+		if m != nil {
+			resp, err := http.Get("http://" + m[1] + "/api/version")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return m[1], nil
+				}
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer from %s in %v: %v", url, limit, err)
+			return "", fmt.Errorf("Ollama did not listen within %v", limit)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	return port, err
 }
 
 type lockedWriter struct {
