@@ -127,6 +127,30 @@ func statusError(status int, header http.Header, body []byte) *Error {
 	return e
 }
 
+// grammarWords are what a server says when its grammar compiler failed on
+// a schema: llama.cpp's 400s "Failed to initialize samplers: failed to
+// parse grammar" and "JSON schema conversion failed" (#27580, #27397);
+// Ollama's 500s, from its converter "invalid JSON schema in format"
+// (#8185), from its runners "unable to create sampling context" and
+// "failed to load model vocabulary required for format".
+var grammarWords = []string{"grammar", "json schema conversion", "invalid json schema", "sampling context", "required for format"}
+
+// failsGrammar reports whether err is the endpoint's grammar compiler
+// failing on a schema of the request.
+func failsGrammar(err error) bool {
+	e, ok := AsError(err)
+	if !ok || e.Kind != ErrBadRequest || e.Status == 0 {
+		return false
+	}
+	text := strings.ToLower(e.Err.Error())
+	for _, w := range grammarWords {
+		if strings.Contains(text, w) {
+			return true
+		}
+	}
+	return false
+}
+
 func mentionsSchema(text string) bool {
 	text = strings.ToLower(text)
 	for _, w := range schemaWords {

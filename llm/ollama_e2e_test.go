@@ -50,7 +50,7 @@ func TestRealOllamaAcceptsEveryRequestShape(t *testing.T) {
 		"two system messages":           {Messages: withHistory()},
 		"a tool with the email pattern": {Messages: withHistory(), Tools: []llm.Tool{emailTool}},
 		"history with our ids":          {Messages: withHistory("call_step", "result_1", "obey_0123456789ab"), Tools: []llm.Tool{emailTool}},
-		"140 tools with long names":     {Messages: withHistory(), Tools: manyTools},
+		"130 tools, a long name":        {Messages: withHistory(), Tools: manyTools},
 		"a response schema with escapes and an unanchored pattern": {
 			Messages: []llm.Message{{Role: llm.RoleUser, Content: "Plan."}},
 			ResponseSchema: &llm.JSONSchema{Name: "plan", Schema: json.RawMessage(
@@ -66,8 +66,17 @@ func TestRealOllamaAcceptsEveryRequestShape(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if n := srv.CheckAccepted(t); n < len(requests) {
-		t.Errorf("%d exchanges, want at least %d", n, len(requests))
+	// The schema with escapes is refused once, as Ollama's grammar
+	// compiler fails on it; the client learns that and sends it again
+	// with its patterns rewritten. Nothing else may be refused.
+	n, refused := srv.Completions()
+	if n != len(requests)+1 {
+		t.Errorf("%d chat completions, want %d", n, len(requests)+1)
+	}
+	for i, e := range refused {
+		if i > 0 || e.Status != 500 || !(strings.Contains(string(e.Response), "invalid JSON schema") || strings.Contains(string(e.Response), "sampling context")) {
+			t.Errorf("Ollama answered %d %.500s\nto %.2000s", e.Status, e.Response, e.Request)
+		}
 	}
 	for _, f := range llm.Diagnose(context.Background(), c, model) {
 		t.Logf("doctor: %s: %v %s", f.Check, f.OK, f.Say)

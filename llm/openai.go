@@ -92,6 +92,9 @@ type Client struct {
 	thinksOnly sync.Map
 	// strictIDs is set once the endpoint refused our tool-call ids.
 	strictIDs atomic.Bool
+	// compilesGrammars is set once the endpoint's grammar compiler failed
+	// on a schema.
+	compilesGrammars atomic.Bool
 	// toldTextCalls is set once a tool call written as text was logged.
 	toldTextCalls atomic.Bool
 }
@@ -153,9 +156,11 @@ func NewClient(cfg Config) (*Client, error) {
 //
 // The request goes out in the form every common server accepts, whatever
 // the caller built (see prepare): one system message, first; tool names
-// and tool-call ids within the strictest servers' rules, mapped back in the
-// answer; schemas without the regular-expression escapes grammar compilers
-// reject. The answer is read as those servers write it (see readAnswer).
+// within the strictest servers' rules, mapped back in the answer; and, once
+// the endpoint showed it needs them (see adapt), tool-call ids of Mistral's
+// form and schemas without the regular-expression escapes grammar
+// compilers reject. The answer is read as those servers write it (see
+// readAnswer).
 //
 // Every failure is an *Error: a timeout (also HTTP 408) or the end of ctx
 // is ErrTimeout (wrapping the context's error), 429 ErrRateLimited (or
@@ -168,9 +173,10 @@ func NewClient(cfg Config) (*Client, error) {
 func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	_, quiet := c.thinksOnly.Load(req.Model)
 	opts := wireOptions{
-		structured: req.ResponseSchema != nil && c.mode != StructuredOff && !(c.mode == StructuredAuto && c.lacksStructured.Load()),
-		quiet:      quiet,
-		strictIDs:  c.strictIDs.Load(),
+		structured:  req.ResponseSchema != nil && c.mode != StructuredOff && !(c.mode == StructuredAuto && c.lacksStructured.Load()),
+		quiet:       quiet,
+		strictIDs:   c.strictIDs.Load(),
+		grammarSafe: c.compilesGrammars.Load(),
 	}
 	quieted := false // this request was just asked again with reasoning off
 	for {
@@ -201,13 +207,19 @@ type wireOptions struct {
 	quiet bool
 	// strictIDs writes every tool-call id as nine letters or digits.
 	strictIDs bool
+	// grammarSafe writes schema patterns for grammar compilers.
+	grammarSafe bool
 }
 
 // adapt learns from a failure that the endpoint needs requests written
 // otherwise, remembers it for the requests to come, and says how to write
 // this one again. Each lesson is learnt once, so a request is sent at
-// most four times:
+// most five times:
 //
+//   - an endpoint whose grammar compiler failed on a schema's pattern
+//     (llama.cpp's, Ollama's; failsGrammar) gets every schema with its
+//     patterns rewritten for it (grammarSafe); the others get the
+//     schemas as the apps wrote them;
 //   - an endpoint that cannot use the response schema (rejectsResponseFormat)
 //     in auto mode gets the schema described in the system message;
 //   - a model that answered only in its reasoning (ollama/ollama#15288) is
@@ -220,6 +232,10 @@ func (c *Client) adapt(ctx context.Context, req Request, opts wireOptions, err e
 	switch {
 	case err == nil:
 		return opts, false
+	case !opts.grammarSafe && failsGrammar(err):
+		c.compilesGrammars.Store(true)
+		lesson = "LLM endpoint's grammar compiler failed on a schema; rewriting schema patterns for it from now on"
+		opts.grammarSafe = true
 	case opts.structured && c.mode == StructuredAuto && rejectsResponseFormat(err):
 		c.lacksStructured.Store(true)
 		lesson = "LLM endpoint rejected response_format; describing schemas in the system message from now on"

@@ -45,6 +45,18 @@ type outgoing struct {
 	// promptBytes is the size of what the model reads, to notice a prompt
 	// the endpoint cut to fit its context window.
 	promptBytes int
+	// grammarSafe writes schemas' patterns for grammar compilers.
+	grammarSafe bool
+}
+
+// schema is a schema as it goes out: as the caller wrote it, or rewritten
+// for a grammar compiler once the endpoint showed it has one that fails on
+// it.
+func (o *outgoing) schema(s json.RawMessage) json.RawMessage {
+	if o.grammarSafe {
+		return grammarSafe(s)
+	}
+	return s
 }
 
 // prepare writes req in the form every common server accepts:
@@ -58,13 +70,14 @@ type outgoing struct {
 //     Mistral models require;
 //   - tool-call arguments that are JSON objects: Ollama decodes them and
 //     refuses the request otherwise (openai.fromChatRequest);
-//   - schemas without the patterns grammar compilers reject (grammarSafe).
+//   - with opts.grammarSafe, schemas without the patterns grammar compilers
+//     reject (grammarSafe).
 //
 // With a response schema and opts.structured false, the schema is
 // described in the system message instead of response_format; opts.quiet
 // asks for no reasoning.
 func prepare(req Request, opts wireOptions) (*outgoing, error) {
-	out := &outgoing{names: map[string]string{}, wire: map[string]string{}, offered: map[string]bool{}, folded: map[string]bool{}}
+	out := &outgoing{names: map[string]string{}, wire: map[string]string{}, offered: map[string]bool{}, folded: map[string]bool{}, grammarSafe: opts.grammarSafe}
 	out.body = wireRequest{Model: req.Model, MaxTokens: req.MaxTokens}
 	if opts.quiet {
 		out.body.ReasoningEffort = "none"
@@ -74,7 +87,7 @@ func prepare(req Request, opts wireOptions) (*outgoing, error) {
 		if !json.Valid(s.Schema) {
 			return nil, &Error{Kind: ErrBadRequest, Err: fmt.Errorf("response schema %q is not valid JSON", s.Name)}
 		}
-		safe := JSONSchema{Name: s.Name, Schema: grammarSafe(s.Schema)}
+		safe := JSONSchema{Name: s.Name, Schema: out.schema(s.Schema)}
 		if opts.structured {
 			out.body.ResponseFormat = &wireResponseFormat{Type: "json_schema", JSONSchema: wireJSONSchema{Name: safe.Name, Schema: safe.Schema}}
 		} else {
@@ -212,7 +225,7 @@ func (o *outgoing) writeTools(tools []Tool) error {
 		}
 		o.offered[o.wireName(t.Name)] = true
 		o.body.Tools = append(o.body.Tools, wireTool{Type: "function", Function: wireToolFunction{
-			Name: o.wireName(t.Name), Description: t.Description, Parameters: grammarSafe(params),
+			Name: o.wireName(t.Name), Description: t.Description, Parameters: o.schema(params),
 		}})
 		o.promptBytes += len(t.Name) + len(t.Description) + len(params)
 	}

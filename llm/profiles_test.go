@@ -79,17 +79,28 @@ func ask(text string) llm.Request {
 var emailTool = llm.Tool{Name: "mail__send", Description: "Sends an email.", Parameters: json.RawMessage(
 	`{"type":"object","properties":{"to":{"type":"string","pattern":"^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$"}},"required":["to"]}`)}
 
-// Item 2: no schema sent to a model has a regex escape a grammar compiler
-// rejects, in a tool or in the response format.
-func TestNoRegexEscapeReachesAGrammarCompiler(t *testing.T) {
+// Item 2: a schema with a regex escape a grammar compiler rejects, in a
+// tool or in the response format, is refused once by a server that
+// compiles it; from then on the client rewrites the patterns for it. A
+// server that takes patterns gets them as the apps wrote them.
+func TestRegexEscapesAndGrammarCompilers(t *testing.T) {
 	schema := &llm.JSONSchema{Name: "reply", Schema: json.RawMessage(
 		`{"type":"object","properties":{"to":{"type":"string","pattern":"^\\d+@\\w+$"}},"required":["to"]}`)}
-	for _, profile := range []string{"llamacpp", "ollama"} {
-		t.Run(profile, func(t *testing.T) {
-			b := simulator.Scripted(
-				simulator.Rule{When: simulator.HasTools, Then: simulator.Text("Nothing to send.")},
-				simulator.Rule{Then: simulator.Text(`{"to":"1@x"}`)})
-			c, srv := onProfile(t, profile, b, llm.Config{MaxRetries: -1, StructuredOutput: llm.StructuredOn})
+	for _, tt := range []struct {
+		profile string
+		calls   int64 // two requests, one of them refused once
+		asSent  bool  // the schemas arrive as written
+	}{
+		{"llamacpp", 3, false}, {"ollama", 3, false}, {"vllm", 2, true}, {"openai", 2, true},
+	} {
+		t.Run(tt.profile, func(t *testing.T) {
+			rec := &recorder{then: func(req *simulator.ChatRequest) simulator.Reply {
+				if len(req.Tools) > 0 {
+					return simulator.Reply{Content: "Nothing to send."}
+				}
+				return simulator.Reply{Content: `{"to":"1@x"}`}
+			}}
+			c, srv := onProfile(t, tt.profile, rec, llm.Config{MaxRetries: -1, StructuredOutput: llm.StructuredOn})
 			req := ask("send it")
 			req.Tools = []llm.Tool{emailTool}
 			if _, err := c.Complete(context.Background(), req); err != nil {
@@ -100,8 +111,13 @@ func TestNoRegexEscapeReachesAGrammarCompiler(t *testing.T) {
 			if _, err := c.CompleteJSON(context.Background(), req, nil); err != nil {
 				t.Errorf("a response schema with \\d and \\w: %v", err)
 			}
-			if srv.Calls() != 2 {
-				t.Errorf("%d calls, want 2", srv.Calls())
+			if srv.Calls() != tt.calls {
+				t.Errorf("%d calls, want %d", srv.Calls(), tt.calls)
+			}
+			sent := strings.Contains(string(rec.reqs[0].Tools[0].Parameters), `^[^@\\s]+@`) &&
+				strings.Contains(string(rec.last().ResponseFormat.JSONSchema.Schema), `^\\d+@\\w+$`)
+			if sent != tt.asSent {
+				t.Errorf("the schemas arrived as written: %v, want %v", sent, tt.asSent)
 			}
 		})
 	}
@@ -122,8 +138,8 @@ func TestSchemaFailureIsNoOutage(t *testing.T) {
 	if err != nil || string(doc) != `{"ok":true}` {
 		t.Fatalf("got %s, %v", doc, err)
 	}
-	if srv.Calls() != 2 {
-		t.Errorf("%d calls, want 2: one refused, one without response_format", srv.Calls())
+	if srv.Calls() != 3 {
+		t.Errorf("%d calls, want 3: one refused, one refused with its patterns rewritten, one without response_format", srv.Calls())
 	}
 }
 

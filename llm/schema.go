@@ -21,7 +21,9 @@ import (
 // grammarSafe rewrites every pattern of a schema into that subset, or
 // leaves it out when it cannot be written so. That only loosens what the
 // model is told: every argument is still checked against the app's own
-// schema, pattern included, by the hub and the spoke.
+// schema, pattern included, by the hub and the spoke. The client does so
+// for an endpoint once its compiler failed on a schema (Client.adapt):
+// other servers take the schemas as the apps wrote them.
 func grammarSafe(schema json.RawMessage) json.RawMessage {
 	if !bytes.Contains(schema, []byte(`"pattern"`)) {
 		return schema

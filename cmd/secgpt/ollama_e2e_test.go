@@ -53,8 +53,12 @@ func TestAgainstRealOllama(t *testing.T) {
 	}
 	// The doctor's two, the planner's and an answer for the query, one
 	// spoke per turn of the conversation.
-	if n := srv.CheckAccepted(t); n < 7 {
+	n, refused := srv.Completions()
+	if n < 7 {
 		t.Errorf("Ollama got %d chat completions, want at least 7", n)
+	}
+	for _, e := range refused {
+		t.Errorf("Ollama answered %d %.500s\nto %.2000s", e.Status, e.Response, e.Request)
 	}
 }
 
