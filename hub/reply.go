@@ -24,9 +24,10 @@ type Reply struct {
 	Parts []Part
 	// Summary is the cross-app part of a request served by several apps
 	// (compare, choose, total), written by a model that saw only the
-	// user's request and, per app, the typed fields of its result: numbers,
-	// booleans, members of small enums. Nil when no two apps share such a
-	// field.
+	// user's request and, per app, the typed fields its result has in
+	// common with another app's: numbers, booleans, and members of small
+	// enums that every app with the field declares. Nil when no two apps
+	// share such a field.
 	Summary *Summary
 	// Notes are what the hub itself tells the user: steps that did not run
 	// and why, apps that failed. A note that quotes an app's words (its
