@@ -10,6 +10,7 @@ import (
 	"github.com/secgpt/secgpt/apps/ride"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/hubtest"
+	"github.com/secgpt/secgpt/llm/simulator"
 	"github.com/secgpt/secgpt/store"
 )
 
@@ -22,6 +23,8 @@ type outcome struct {
 	// err is the last query's error, if it failed.
 	err   error
 	calls []call
+	// asked are the consent questions put to the user, in isolated mode.
+	asked []hub.ConsentRequest
 	store *store.Store
 }
 
@@ -76,7 +79,11 @@ func runAdversary(t *testing.T, c adversary, mode string, bystander bool) *outco
 	if bystander {
 		installed = append(append([]string{}, c.apps...), "bystander")
 	}
-	sys := hubtest.NewSystem(t, hubtest.Options{Apps: installed})
+	var behaviour simulator.Behaviour
+	if c.plans != nil {
+		behaviour = (&modelLog{}).behaviour(c.plans)
+	}
+	sys := hubtest.NewSystem(t, hubtest.Options{Apps: installed, Behaviour: behaviour})
 	ctx := context.Background()
 	if c.seed != "" {
 		if _, err := sys.Store.SeedFixture(ctx, alice, strings.NewReader(c.seed)); err != nil {
@@ -86,10 +93,7 @@ func runAdversary(t *testing.T, c adversary, mode string, bystander bool) *outco
 	o := &outcome{attacker: c.attacker, store: sys.Store}
 	switch mode {
 	case "isolated":
-		consent := hub.Consenter(hub.AllowPlanned{})
-		if c.consent != nil {
-			consent = &hubtest.Recorder{Decide: c.consent}
-		}
+		consent := &hubtest.Recorder{Decide: c.consent}
 		for _, q := range c.queries {
 			reply, err := sys.Hub.Handle(ctx, hub.Request{User: alice, Query: q, Consenter: consent})
 			o.err = err
@@ -100,6 +104,7 @@ func runAdversary(t *testing.T, c adversary, mode string, bystander bool) *outco
 			}
 			o.turns = append(o.turns, isolatedTurn(reply, err))
 		}
+		o.asked = consent.Requests()
 	case "vanilla":
 		agent := sys.Vanilla()
 		for _, q := range c.queries {

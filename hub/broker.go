@@ -170,7 +170,7 @@ func (b *broker) admit(ctx context.Context, tc *llm.ToolCall) string {
 	if b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: appName, Caller: b.app, Function: fn, Args: args}) {
 		// The user saw these arguments: CallApp runs exactly this call
 		// without asking again.
-		b.q.caps.approve(b.app, appName, fn, args, false)
+		b.q.caps.approve(b.app, appName, fn, args, nil)
 		return ""
 	}
 	return notAllowed

@@ -224,7 +224,7 @@ func TestIrreversibleCallsBindTheirArguments(t *testing.T) {
 				return DecisionDeny
 			}))
 			if tt.approved {
-				q.caps.approve("", "post", "send", json.RawMessage(planned), false)
+				q.caps.approve("", "post", "send", json.RawMessage(planned), nil)
 			}
 			b := &broker{h: h, q: q, app: "post"}
 			for i, args := range tt.calls {

@@ -69,8 +69,8 @@ type PlannedCall struct {
 	Function string          `json:"function"`
 	Args     json.RawMessage `json:"args"`
 	// Completes are the required arguments the plan left out, which the
-	// app completes itself: a once-answer covers one call that agrees
-	// with every argument shown.
+	// app completes itself: a once-answer covers one call that gives every
+	// argument shown its value and adds only these.
 	Completes []string `json:"completes,omitempty"`
 	// From maps an argument to the other app's result field it is copied
 	// from ("app.field"), with a consent of its own showing the value.

@@ -159,15 +159,29 @@ func (h *Hub) askExec(ctx context.Context, q *query, runs []*stepRun) {
 			if d.durable() && !req.Irreversible {
 				q.caps.open(app)
 			}
-			spec, _ := h.catalog.spec(app)
-			fn, _ := spec.Function(s.Function)
-			// Arguments the app completes, or another step's result fills,
-			// were shown in part: the approval covers one call agreeing
-			// with what was shown.
-			partial := len(s.InputsFrom) > 0 || apps.ValidateDocument(fn.Request, s.Args) != nil
-			q.caps.approve("", app, s.Function, s.Args, partial)
+			// A step that takes values from another step's result is
+			// approved once they are copied in, as their own consent
+			// showed them (runPlanStep): the approval binds them too.
+			if len(s.InputsFrom) == 0 {
+				h.approveStep(q, s, s.Args)
+			}
 		}
 	}
+}
+
+// approveStep records the user's once-answer to run plan step s with args:
+// it covers a call with exactly those, or, where they are incomplete, one
+// call that gives each the value shown and adds only the arguments the
+// prompt said the app completes (missingArgs).
+func (h *Hub) approveStep(q *query, s PlanStep, args json.RawMessage) {
+	spec, _ := h.catalog.spec(s.App)
+	fn, _ := spec.Function(s.Function)
+	var completes []string
+	if apps.ValidateDocument(fn.Request, args) != nil {
+		s.Args = args
+		completes = append([]string{}, h.missingArgs(s)...)
+	}
+	q.caps.approve("", s.App, s.Function, args, completes)
 }
 
 // guardStep runs one step's work. A panic in it, a bug of the hub's, fails
@@ -212,6 +226,7 @@ func (h *Hub) runPlanStep(ctx context.Context, q *query, r *stepRun, byID map[st
 			r.fail(err)
 			return
 		}
+		h.approveStep(q, r.PlanStep, args)
 	}
 	spec, _ := h.catalog.spec(r.App)
 	fn, _ := spec.Function(r.Function)

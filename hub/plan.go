@@ -272,11 +272,14 @@ type capabilities struct {
 }
 
 // approval is one run the user allowed with the arguments shown. Shown
-// arguments that were incomplete (the app completes the rest) cover one
-// call that agrees with every one of them.
+// arguments that were incomplete cover one call that gives each of them
+// the value shown and adds only the arguments the prompt said the app
+// completes: an argument the user was not told of is not covered.
 type approval struct {
-	args    json.RawMessage
-	partial bool
+	args json.RawMessage
+	// completes are the arguments the app may add; nil for complete
+	// arguments, which cover exactly themselves.
+	completes []string
 }
 
 func newCapabilities(p Plan) *capabilities {
@@ -351,12 +354,14 @@ func (c *capabilities) open(app string) {
 }
 
 // approve records that the user allowed one run of app's fn with args,
-// asked by caller ("" for a plan step); partial when args were incomplete.
-func (c *capabilities) approve(caller, app, fn string, args json.RawMessage, partial bool) {
+// asked by caller ("" for a plan step); completes are the arguments the
+// app may add to incomplete args (non-nil, perhaps empty), nil when args
+// are complete.
+func (c *capabilities) approve(caller, app, fn string, args json.RawMessage, completes []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := [2]string{caller, app + "." + fn}
-	c.approved[k] = append(c.approved[k], approval{args: args, partial: partial})
+	c.approved[k] = append(c.approved[k], approval{args: args, completes: completes})
 	if caller != "" {
 		c.probes[[2]string{caller, app + "." + fn}] = true
 	}
@@ -376,7 +381,7 @@ func (c *capabilities) admit(caller, app, fn string, args json.RawMessage, irrev
 }
 
 // consume uses up one approval this call matches: one of exactly these
-// arguments, or else one of incomplete arguments that these agree with.
+// arguments, or else one of incomplete arguments that these complete.
 func (c *capabilities) consume(caller, app, fn string, args json.RawMessage) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -384,7 +389,7 @@ func (c *capabilities) consume(caller, app, fn string, args json.RawMessage) boo
 	list := c.approved[k]
 	i := slices.IndexFunc(list, func(a approval) bool { return sameJSON(a.args, args) })
 	if i < 0 {
-		i = slices.IndexFunc(list, func(a approval) bool { return a.partial && agrees(args, a.args) })
+		i = slices.IndexFunc(list, func(a approval) bool { return a.completes != nil && completes(args, a) })
 	}
 	if i < 0 {
 		return false
@@ -393,19 +398,25 @@ func (c *capabilities) consume(caller, app, fn string, args json.RawMessage) boo
 	return true
 }
 
-// agrees reports whether args gives every argument of shown the value
-// shown.
-func agrees(args, shown json.RawMessage) bool {
-	a, err := decodeObject(args)
+// completes reports whether args gives every argument the approval
+// showed the value shown, and any other only where the app was to
+// complete it.
+func completes(args json.RawMessage, a approval) bool {
+	got, err := decodeObject(args)
 	if err != nil {
 		return false
 	}
-	s, err := decodeObject(shown)
+	shown, err := decodeObject(a.args)
 	if err != nil {
 		return false
 	}
-	for k, v := range s {
-		if got, ok := a[k]; !ok || !sameJSON(got, v) {
+	for k, v := range shown {
+		if g, ok := got[k]; !ok || !sameJSON(g, v) {
+			return false
+		}
+	}
+	for k := range got {
+		if _, ok := shown[k]; !ok && !slices.Contains(a.completes, k) {
 			return false
 		}
 	}

@@ -171,7 +171,7 @@ func TestCapabilities(t *testing.T) {
 	// An approval given outside the plan covers one run of exactly the
 	// function and arguments the user saw.
 	args := json.RawMessage(`{"start_point":"A","end_point":"B"}`)
-	c.approve("quick_ride", "metro_hail", "estimate_fare", args, false)
+	c.approve("quick_ride", "metro_hail", "estimate_fare", args, nil)
 	if !c.canProbe("quick_ride", "metro_hail", "estimate_fare") || c.canProbe("quick_ride", "metro_hail", "book") {
 		t.Error("an approval must let the caller learn exactly the approved function's schemas")
 	}
@@ -285,21 +285,24 @@ func TestPlannerCatalogueHasNoVendorText(t *testing.T) {
 
 // TestApprovalsBindWhatWasShown: a once-approval of complete arguments
 // covers one call with exactly those; of incomplete ones, one call that
-// agrees with every argument shown; an app the user opened for the
-// session runs its planned functions with any arguments, except an
-// irreversible one.
+// gives every argument shown its value and adds only those the prompt
+// said the app completes; an app the user opened for the session runs
+// its planned functions with any arguments, except an irreversible one.
 func TestApprovalsBindWhatWasShown(t *testing.T) {
 	c := newCapabilities(Plan{Steps: []PlanStep{{ID: "s1", App: "tip_ride", Function: "estimate_fare"}}})
 	full := json.RawMessage(`{"start_point":"A","end_point":"B"}`)
-	c.approve("", "tip_ride", "estimate_fare", full, false)
-	c.approve("", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"A"}`), true)
+	c.approve("", "tip_ride", "estimate_fare", full, nil)
+	c.approve("", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"A"}`), []string{"end_point"})
 	steps := []struct {
 		args         string
 		irreversible bool
 		want         bool
 	}{
-		{`{"start_point":"A","end_point":"C"}`, false, true}, // agrees with the incomplete approval
-		{`{"start_point":"A","end_point":"B"}`, false, true}, // the complete one
+		{`{"start_point":"A","end_point":"C","tip":50}`, false, false}, // adds an argument nobody was told of
+		{`{"start_point":"A","tip":50}`, false, false},
+		{`{"start_point":"Z","end_point":"C"}`, false, false}, // changes one shown
+		{`{"start_point":"A","end_point":"C"}`, false, true},  // completes the incomplete approval
+		{`{"start_point":"A","end_point":"B"}`, false, true},  // the complete one
 		{`{"start_point":"A","end_point":"B"}`, false, false},
 		{`{"start_point":"A","end_point":"D"}`, false, false},
 	}
