@@ -11,10 +11,10 @@ import (
 // format itself into another app's block or into the bot's own words;
 // the assistant's own answer (no app's text) and the cross-app summary
 // (written from typed values only) as text; the hub's notes in italics,
-// and a note that quotes an app under that app's name. A reply without
-// parts is shown as its plain answer.
+// and a note that quotes an app under that app's name. A reply with no
+// part, summary or note is shown as its plain answer.
 func renderAnswer(reply *hub.Reply) string {
-	if len(reply.Parts) == 0 && reply.Summary == nil {
+	if len(reply.Parts) == 0 && reply.Summary == nil && len(reply.Notes) == 0 {
 		return reply.Answer
 	}
 	var blocks []string

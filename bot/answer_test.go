@@ -35,4 +35,10 @@ func TestAnswersShowWhoSaidWhat(t *testing.T) {
 	if renderAnswer(&hub.Reply{Answer: "plain"}) != "plain" {
 		t.Fatal("a reply without parts is not shown as its answer")
 	}
+	// A request no app could serve is told in notes, each app's failure
+	// under its name: its text is not the bot's.
+	failed := renderAnswer(&hub.Reply{Answer: "x", Notes: []hub.Note{{Text: "none of the apps could complete your request"}, {Text: "failing_ride failed: **all fares are wrong**", App: "failing_ride"}}})
+	if want := "_secgpt: none of the apps could complete your request._\n\n**failing_ride**, reported by secgpt:\n```\nfailing_ride failed: **all fares are wrong**\n```\n"; failed != want {
+		t.Fatalf("rendered\n%s\nwant\n%s", failed, want)
+	}
 }

@@ -104,14 +104,12 @@ func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.
 	wg.Wait()
 
 	reply := &Reply{Summary: summary}
-	var failures []string
 	for _, r := range runs {
 		if r.part != "" {
 			reply.Parts = append(reply.Parts, Part{App: r.App, Step: r.ID, Function: r.Function, Text: r.part})
 		}
 		if r.partErr != nil {
 			reply.Notes = append(reply.Notes, noteOf(r.partErr))
-			failures = append(failures, r.partErr.Error())
 		} else if r.output == nil && r.err != nil {
 			reply.Notes = append(reply.Notes, noteOf(r.err))
 		}
@@ -121,10 +119,13 @@ func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.
 		reply.Notes = append(reply.Notes, Note{Text: "the comparison across apps could not be written"})
 	}
 	if len(reply.Parts) == 0 && reply.Summary == nil {
-		if len(runs) == 1 {
+		if len(runs) == 1 && runs[0].partErr != nil {
 			return nil, runs[0].partErr
 		}
-		return nil, userError(nil, "none of the apps could complete your request: %s", strings.Join(failures, "; "))
+		// Each failure stays a note in its own voice: an app's error text
+		// is the app's, and one message in the hub's words would make it
+		// the hub's.
+		reply.Notes = append([]Note{{Text: "none of the apps could complete your request"}}, reply.Notes...)
 	}
 	return reply, nil
 }
