@@ -3,6 +3,8 @@ package hub
 import (
 	"errors"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/secgpt/secgpt/store"
 )
@@ -14,8 +16,12 @@ import (
 type Reply struct {
 	// Answer is the plain composition of the parts, the summary and the
 	// notes, for front ends that show one text (chat, ask, the case
-	// studies): "app: part" for each part in plan order (a part of no app
-	// bare), then the summary, then each note as "(secgpt: …)".
+	// studies): each part in plan order with its app's name before every
+	// line of it (a part of no app bare), then the summary, then each
+	// note as "(secgpt: …)", or, for a note quoting an app, like that
+	// app's part. An app's line breaks of any kind start a labelled line,
+	// and its other control characters are replaced, so no line of an
+	// app's text reads as another app's or as secgpt's.
 	Answer string
 	// Parts are the answer's parts. Each app that produced a result wrote
 	// its own part in its own spoke, from its own result, its own memory
@@ -101,19 +107,52 @@ func (r *Reply) Voices() map[string]string {
 func (r *Reply) compose() {
 	var blocks []string
 	for _, p := range r.Parts {
-		if p.App == "" {
-			blocks = append(blocks, p.Text)
-		} else {
-			blocks = append(blocks, p.App+": "+p.Text)
-		}
+		blocks = append(blocks, labelled(p.App, p.Text))
 	}
 	if r.Summary != nil {
 		blocks = append(blocks, r.Summary.Text)
 	}
 	for _, n := range r.Notes {
+		if n.App != "" {
+			blocks = append(blocks, labelled(n.App, n.Text))
+			continue
+		}
 		blocks = append(blocks, "(secgpt: "+n.Text+".)")
 	}
 	r.Answer = strings.Join(blocks, "\n\n")
+}
+
+// labelled writes app's words with "app: " before each of their lines.
+// Any line break (CR, VT, FF, NEL, LS, PS as much as LF) starts a
+// labelled line, and any other control character (a terminal's escape
+// sequences) becomes U+FFFD: nothing in the words can end, hide or
+// overwrite the label. The words of no app ("") are kept as written.
+func labelled(app, text string) string {
+	if app == "" {
+		return text
+	}
+	var b strings.Builder
+	b.WriteString(app + ":")
+	start := true // at the start of a line's words
+	for i, r := range text {
+		switch {
+		case r == '\n' || r == '\v' || r == '\f' || r == '\u0085' || r == '\u2028' || r == '\u2029' ||
+			r == '\r' && !strings.HasPrefix(text[i+1:], "\n"):
+			b.WriteString("\n" + app + ":")
+			start = true
+			continue
+		case r == '\r':
+			continue // the CR of a CRLF
+		case r != '\t' && unicode.IsControl(r):
+			r = utf8.RuneError
+		}
+		if start {
+			b.WriteByte(' ')
+			start = false
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // memory is the reply as hub memory keeps it: each part, the summary and
