@@ -317,12 +317,14 @@ func (b *broker) CallApp(ctx context.Context, c spoke.AppCall) (spoke.AppCallRep
 	}
 	res, err := b.h.runApp(ctx, b.q, runSpec{app: spec.Name, function: f.Name, args: args, caller: b.app, chain: chain})
 	if err != nil {
+		// The caller hears the hub's words only: the callee's own (its
+		// error text), and whatever an error wraps (a validation error
+		// quotes the result it refused), stay out of its spoke.
 		var he *Error
-		if errors.As(err, &he) && he.App != "" {
-			// The callee's own words stay with the callee.
-			return spoke.AppCallReply{}, fmt.Errorf("%s failed", spec.Name)
+		if errors.As(err, &he) && he.App == "" {
+			return spoke.AppCallReply{}, errors.New(he.Message)
 		}
-		return spoke.AppCallReply{}, err
+		return spoke.AppCallReply{}, fmt.Errorf("%s failed", spec.Name)
 	}
 	typed, err := typedProjection(res.Output, f.Response)
 	if err == nil {
