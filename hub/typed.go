@@ -3,6 +3,7 @@ package hub
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -78,7 +79,8 @@ func joinPath(path, k string) string {
 // text: free strings and the members that hold them, and members the
 // schema does not declare, are removed at every depth. Strings the user
 // typed are removed too: what remains must fit typedSchema's schema,
-// which cannot know the query.
+// which cannot know the query. A document that is itself free text (a
+// bare string) has no projection: an error.
 func typedProjection(doc json.RawMessage, schema json.RawMessage) (json.RawMessage, error) {
 	var s map[string]any
 	if err := json.Unmarshal(schema, &s); err != nil {
@@ -88,7 +90,10 @@ func typedProjection(doc json.RawMessage, schema json.RawMessage) (json.RawMessa
 	if err != nil {
 		return nil, fmt.Errorf("failed to read result: %w", err)
 	}
-	out, _ := project(v, s)
+	out, typed := project(v, s)
+	if !typed {
+		return nil, errors.New("failed to project result: it is free text")
+	}
 	return canonicalJSON(out)
 }
 
