@@ -156,11 +156,21 @@ const (
 	MaxAnnotationText = 4000
 )
 
+// ReservedNames are the names no app may take, each with the reason: the
+// product speaks or keeps state under them, and an app so named would
+// pass for it.
+var ReservedNames = map[string]string{
+	"secgpt":  "the product's own voice: the hub's notes and the front ends' replies are signed secgpt",
+	"vanilla": "the no-app spoke's name: its scratch directory, audit subjects and records go by it",
+}
+
 // Validate checks that the spec is well formed. It does not judge the text.
 func (s Spec) Validate() error {
 	switch {
 	case !ValidName(s.Name):
 		return fmt.Errorf("invalid app name %q: use lower-case letters, digits and single underscores", s.Name)
+	case ReservedNames[s.Name] != "":
+		return fmt.Errorf("app name %q is reserved: %s", s.Name, ReservedNames[s.Name])
 	case s.Version == "" || len(s.Version) > MaxVersionLength:
 		return fmt.Errorf("app %s: version must be 1 to %d characters", s.Name, MaxVersionLength)
 	case len(s.Description) > MaxDescription:
