@@ -505,3 +505,28 @@ func TestCallAppResultsOfAnyShapeAreTyped(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordsHoldASpokesWordOnlyForItsOwnApp: a spoke reports the calls
+// of its own app that it ran inside its process; a report of another
+// app's call (which an app writing its own frames could forge) is not
+// taken: the hub records what it ran and refused itself.
+func TestRecordsHoldASpokesWordOnlyForItsOwnApp(t *testing.T) {
+	h := newTestHub(t, &fakeRunner{run: func(spoke.Key, spoke.Step) (spoke.Result, error) {
+		return spoke.Result{Output: json.RawMessage(`{"ok":true}`), Answer: "done", Calls: []spoke.CallLog{
+			{Tool: "notes__keep", Args: json.RawMessage(`{"a":1}`), Result: json.RawMessage(`{"ok":true}`)},
+			{Tool: "notes__keep", Args: json.RawMessage(`{"a":2}`), Result: json.RawMessage(`{"ok":true}`)},
+			{Tool: "post__send", Args: json.RawMessage(`{"to":"bob","body":"hi"}`), Result: json.RawMessage(`{"ok":true}`)},
+		}}, nil
+	}})
+	q := newTestQuery(t, h, Plan{}, DenyAll{})
+	if _, err := h.runApp(context.Background(), q, runSpec{step: "s1", app: "notes", function: "keep", args: json.RawMessage(`{"a":1}`), answer: true}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range q.record.Calls {
+		got = append(got, c.App+"."+c.Function+string(c.Args)+"/"+c.Source)
+	}
+	if want := `notes.keep{"a":1}/hub notes.keep{"a":2}/spoke`; strings.Join(got, " ") != want {
+		t.Fatalf("recorded %v, want %s", got, want)
+	}
+}

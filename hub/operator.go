@@ -399,7 +399,13 @@ func (h *Hub) runApp(ctx context.Context, q *query, r runSpec) (spoke.Result, er
 	q.recordCall(call)
 	for _, c := range res.Calls {
 		appName, fnName, _ := apps.SplitToolName(c.Tool)
-		if appName == r.app && fnName == r.function && sameJSON(c.Args, r.args) && c.Error == "" {
+		if appName != r.app {
+			// Only its own app's calls happen in the spoke: another app's
+			// run, or its refusal, is the hub's to record, and a spoke's
+			// word on it (which its app could forge) is not.
+			continue
+		}
+		if fnName == r.function && sameJSON(c.Args, r.args) && c.Error == "" {
 			continue // the planned call itself, recorded above
 		}
 		q.recordCall(CallRecord{Step: r.step, App: appName, Function: fnName, Caller: r.app, Args: c.Args, Result: c.Result, Error: c.Error, SpokePID: info.PID, Source: "spoke"})
