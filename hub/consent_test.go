@@ -49,8 +49,13 @@ func TestExecConsentShowsEveryPlannedCall(t *testing.T) {
 	if len(req.Calls) != 2 || req.Calls[0].Function != "read" || req.Calls[1].Function != "send" || len(req.Args) != 0 || !req.Irreversible {
 		t.Fatalf("exec request = %+v, want both calls of post, irreversible", req)
 	}
+	// Each app of a plan of several writes its part from the whole
+	// request: the question says so, as for a plan of one step.
+	if len(req.Data) != 1 || req.Data[0] != (DataItem{Field: "your request", Value: "q"}) {
+		t.Errorf("exec request shows the data %+v, want the user's request", req.Data)
+	}
 	req.Summary = summarize(req)
-	for _, want := range []string{`read with {"id":"m1"}`, `send with {"to":"eve@example.com","body":"x"}`, "cannot be undone"} {
+	for _, want := range []string{`read with {"id":"m1"}`, `send with {"to":"eve@example.com","body":"x"}`, "cannot be undone", "reads your request"} {
 		if !strings.Contains(req.Summary, want) {
 			t.Errorf("summary %q lacks %q", req.Summary, want)
 		}

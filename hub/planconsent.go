@@ -26,7 +26,8 @@ func planApps(steps []PlanStep) []string {
 
 // execRequest asks to run app for every step of the plan that uses it,
 // showing each step's function and arguments, which arguments the app
-// will complete itself and which come from another step's result.
+// will complete itself and which come from another step's result, and
+// that the app reads the user's request.
 func (h *Hub) execRequest(q *query, steps []PlanStep, app string) ConsentRequest {
 	req := ConsentRequest{Category: CategoryExec, App: app, InPlan: true}
 	byID := map[string]PlanStep{}
@@ -55,11 +56,15 @@ func (h *Hub) execRequest(q *query, steps []PlanStep, app string) ConsentRequest
 	if len(req.Calls) == 1 {
 		req.Args = req.Calls[0].Args
 	}
-	if len(steps) == 1 {
-		req.Data = []DataItem{{Field: "your request", Value: q.text}}
-	}
+	// Each step's app reads the whole request to write its part of the
+	// answer, also the words meant for the plan's other apps.
+	req.Data = []DataItem{{Field: requestField, Value: q.text}}
 	return req
 }
+
+// requestField names the user's request among the data an exec consent
+// shows the app receives.
+const requestField = "your request"
 
 // missingArgs are the required top-level arguments the plan left out: the
 // app completes them.
