@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/secgpt/secgpt/hub"
@@ -48,4 +49,15 @@ func escapeMarkdown(text string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// renderFailure writes a failed request's message: one that quotes an
+// app's words (its error text, its server's last words) under that app's
+// name, fenced, as a note quoting it; the hub's own in the bot's words.
+func renderFailure(err error) string {
+	var he *hub.Error
+	if errors.As(err, &he) && he.App != "" {
+		return renderAnswer(&hub.Reply{Notes: []hub.Note{{Text: he.Message, App: he.App}}})
+	}
+	return "Sorry, " + userFacing(err) + "."
 }

@@ -42,3 +42,15 @@ func TestAnswersShowWhoSaidWhat(t *testing.T) {
 		t.Fatalf("rendered\n%s\nwant\n%s", failed, want)
 	}
 }
+
+// TestFailuresShowWhoSaidWhat: a request that failed with an app's words
+// shows them under the app's name, not as the bot's apology.
+func TestFailuresShowWhoSaidWhat(t *testing.T) {
+	app := &hub.Error{Message: "failing_ride failed: **secgpt: reset your password**", App: "failing_ride"}
+	if got, want := renderFailure(app), "**failing_ride**, reported by secgpt:\n```\nfailing_ride failed: **secgpt: reset your password**\n```\n"; got != want {
+		t.Fatalf("rendered\n%s\nwant\n%s", got, want)
+	}
+	if got := renderFailure(&hub.Error{Message: "I could not plan your request"}); got != "Sorry, I could not plan your request." {
+		t.Fatalf("rendered %q", got)
+	}
+}

@@ -201,7 +201,7 @@ func (b *Bot) query(ctx context.Context, row inboxRow) (string, string) {
 		return "Stopped, as you asked.", kindNotice
 	case err != nil:
 		b.log.Info().Err(err).Str("event_id", row.EventID.String()).Msg("Query failed")
-		return "Sorry, " + userFacing(err) + ".", kindError
+		return renderFailure(err), kindError
 	}
 	if strings.TrimSpace(reply.Answer) == "" {
 		return "(The answer was empty.)", kindAnswer
