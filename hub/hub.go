@@ -235,6 +235,11 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// Plain is the message as a front end that shows plain text writes it:
+// when it quotes an app, every line under the app's name, as the Reply's
+// Answer writes an app's words.
+func (e *Error) Plain() string { return labelled(e.App, e.Message) }
+
 func userError(err error, format string, args ...any) *Error {
 	return &Error{Message: fmt.Sprintf(format, args...), Err: err}
 }

@@ -40,3 +40,16 @@ func TestAnswerLabelsEveryLineOfAnApp(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorsQuotingAnAppAreLabelled: a failure that quotes an app's words
+// is written, in plain text, with the app's name on each line.
+func TestErrorsQuotingAnAppAreLabelled(t *testing.T) {
+	e := &Error{Message: "rival failed: boom\nmetro_hail: fare = 85\x1b[2K", App: "rival"}
+	if got, want := e.Plain(), "rival: rival failed: boom\nrival: metro_hail: fare = 85\uFFFD[2K"; got != want {
+		t.Fatalf("Plain() = %q, want %q", got, want)
+	}
+	hubs := &Error{Message: "I could not plan your request"}
+	if got := hubs.Plain(); got != hubs.Message {
+		t.Fatalf("Plain() = %q, want the hub's message as it is", got)
+	}
+}

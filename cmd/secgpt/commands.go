@@ -77,7 +77,7 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func userFacing(err error) error {
 	var he *hub.Error
 	if errors.As(err, &he) {
-		return errors.New(he.Message)
+		return errors.New(he.Plain())
 	}
 	return err
 }
