@@ -241,7 +241,11 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) Decision
 	req.Summary = summarize(req)
 	log := zerolog.Ctx(ctx).With().Str("category", string(req.Category)).Str("subject", subj).Bool("in_plan", req.InPlan).Logger()
 	conclude := func(d Decision, source string) Decision {
-		h.audit(ctx, q, req, subj, d, source)
+		if err := h.audit(ctx, q, req, subj, d, source); err != nil && d.allows() {
+			// A decision that cannot be put on record is a denial (DESIGN §5).
+			log.Error().Err(err).Str("decision", string(d)).Msg("Failed to write audit log; denying")
+			d, source = DecisionDeny, "audit"
+		}
 		q.recordConsent(req, subj, d, source)
 		log.Info().Str("decision", string(d)).Str("source", source).Msg("Consent decided")
 		if !d.allows() {
@@ -303,7 +307,7 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) Decision
 
 // audit writes one decision to the audit log. The write outlives a
 // cancelled request: every decision made must be on record.
-func (h *Hub) audit(ctx context.Context, q *query, req ConsentRequest, subj string, d Decision, source string) {
+func (h *Hub) audit(ctx context.Context, q *query, req ConsentRequest, subj string, d Decision, source string) error {
 	ctx = context.WithoutCancel(ctx)
 	detail, _ := json.Marshal(map[string]any{
 		"function": req.Function, "in_plan": req.InPlan, "summary": truncate(req.Summary, 2000),
@@ -313,8 +317,9 @@ func (h *Hub) audit(ctx context.Context, q *query, req ConsentRequest, subj stri
 		Subject: subj, AppVersion: req.AppVersion, Decision: string(d), Source: source, Detail: string(detail),
 	})
 	if err != nil {
-		zerolog.Ctx(ctx).Error().Err(err).Msg("Failed to write audit log")
+		return fmt.Errorf("failed to write audit log: %w", err)
 	}
+	return nil
 }
 
 // summarize says what the request means, in plain words. Arguments,

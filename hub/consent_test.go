@@ -136,3 +136,25 @@ func TestCollabOnceCoversTheResultShown(t *testing.T) {
 		t.Fatalf("a different result was not asked about (asked %d times)", asker.asked)
 	}
 }
+
+// TestADecisionOffTheRecordIsADenial: a consent the audit log cannot take
+// is a denial (DESIGN §5), however it was answered.
+func TestADecisionOffTheRecordIsADenial(t *testing.T) {
+	for _, d := range []Decision{DecisionOnce, DecisionAlways} {
+		t.Run(string(d), func(t *testing.T) {
+			h := newTestHub(t, &fakeRunner{})
+			q := newTestQuery(t, h, Plan{}, consentFunc(func(ConsentRequest) Decision { return d }))
+			ctx := context.Background()
+			if _, err := h.store.DB().Exec(ctx, `CREATE TRIGGER no_audit BEFORE INSERT ON audit_log BEGIN SELECT RAISE(ABORT, 'audit log unavailable'); END`); err != nil {
+				t.Fatal(err)
+			}
+			req := ConsentRequest{Category: CategoryExec, App: "notes", Function: "keep", Args: json.RawMessage(`{}`), InPlan: true}
+			if got := h.decide(ctx, q, req); got.allows() {
+				t.Fatalf("decide() = %s with the audit log failing, want a denial", got)
+			}
+			if got := h.decide(ctx, q, req); got.allows() {
+				t.Fatalf("decide() again = %s, want a denial: no earlier answer stands off the record", got)
+			}
+		})
+	}
+}
