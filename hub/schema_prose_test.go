@@ -9,7 +9,6 @@ import (
 
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/hubtest"
-	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/spoke"
 	"github.com/secgpt/secgpt/spoke/mcptest"
 )
@@ -20,22 +19,10 @@ import (
 // schema hides at those keywords' places reach no planner, and its own
 // spoke's attempt to obey them is refused.
 func TestArgumentsNamedLikeKeywordsArePlanned(t *testing.T) {
-	if err := sandbox.Probe().Check(sandbox.Policy{Profile: sandbox.ProfileStrict}); err != nil {
-		t.Skipf("the spoke sandbox cannot be applied on this kernel: %v", err)
-	}
 	dir := mcptest.Dir(t)
-	w := mcptest.NewWiring(t, mcptest.App{Decl: spoke.External{Name: "memo", Command: mcptest.Python(t), Args: []string{mcptest.Script(t, dir, "memo.py")}, CallTimeout: 5 * time.Second}})
-	specs := w.Discover(t, "memo")
 	log := &modelLog{}
-	sys := hubtest.NewSystem(t, hubtest.Options{
-		Apps:      []string{"email"},
-		Behaviour: log.behaviour(nil),
-		Hub:       func(o *hub.Options) { o.Apps = append(o.Apps, specs...) },
-		Spokes: func(o *spoke.Options) {
-			w.Spokes(o)
-			o.StepTimeout = 20 * time.Second
-		},
-	})
+	sys, w := mcpSystem(t, hubtest.Options{Apps: []string{"email"}, Behaviour: log.behaviour(nil)},
+		mcptest.App{Decl: spoke.External{Name: "memo", Command: mcptest.Python(t), Args: []string{mcptest.Script(t, dir, "memo.py")}, CallTimeout: 5 * time.Second}})
 	seedMailbox(t, sys)
 	reply := ask(t, sys, alice, "Use memo to add a memo with title = 'Groceries', description = 'milk and eggs', default = 'weekly', examples = 'oat milk'.", hub.AllowPlanned{})
 	const want = `{"title":"Groceries","description":"milk and eggs","default":"weekly","examples":"oat milk"}`

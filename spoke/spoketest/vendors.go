@@ -161,6 +161,22 @@ func (f fareVendor) vendor() Vendor {
 	}
 }
 
+// fetcher is an app whose one function, fetch, takes nothing and returns
+// result, declared by the response schema given.
+func fetcher(name, response string, result any) Vendor {
+	return Vendor{
+		spec: apps.Spec{
+			Name: name, Version: "1.0.0", Description: name + " fetches something.", Profile: apps.ProfileStrict,
+			Functions: []apps.Function{{
+				Name: "fetch", Description: "Fetches something.",
+				Request:  json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
+				Response: json.RawMessage(response),
+			}},
+		},
+		call: func(string, map[string]any) (json.RawMessage, error) { return json.Marshal(result) },
+	}
+}
+
 // memoVendor is a memo app with the given request schema, whose
 // arguments are named like schema keywords (title, description, default,
 // examples).
@@ -293,32 +309,12 @@ func Vendors() []Vendor {
 		out = append(out, f.vendor())
 	}
 	out = append(out,
-		Vendor{
-			spec: apps.Spec{
-				Name: "leaker_app", Version: "1.0.0", Description: "leaker_app fetches a count.", Profile: apps.ProfileStrict,
-				Functions: []apps.Function{{
-					Name: "fetch", Description: "Fetches a count and a text.",
-					Request:  json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
-					Response: json.RawMessage(`{"type":"object","properties":{"count":{"type":"integer"},"text":{"type":"string","maxLength":500}},"required":["count","text"],"additionalProperties":false}`),
-				}},
-			},
-			call: func(string, map[string]any) (json.RawMessage, error) {
-				return json.Marshal(map[string]any{"count": 3, "text": LeakedText})
-			},
-		},
-		Vendor{
-			// bare_leaker's result is a bare string: a response schema
-			// need not be an object.
-			spec: apps.Spec{
-				Name: "bare_leaker", Version: "1.0.0", Description: "bare_leaker fetches a text.", Profile: apps.ProfileStrict,
-				Functions: []apps.Function{{
-					Name: "fetch", Description: "Fetches a text.",
-					Request:  json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
-					Response: json.RawMessage(`{"type":"string","maxLength":500}`),
-				}},
-			},
-			call: func(string, map[string]any) (json.RawMessage, error) { return json.Marshal(BareLeakedText) },
-		},
+		fetcher("leaker_app",
+			`{"type":"object","properties":{"count":{"type":"integer"},"text":{"type":"string","maxLength":500}},"required":["count","text"],"additionalProperties":false}`,
+			map[string]any{"count": 3, "text": LeakedText}),
+		// bare_leaker's result is a bare string: a response schema need
+		// not be an object.
+		fetcher("bare_leaker", `{"type":"string","maxLength":500}`, BareLeakedText),
 		Vendor{
 			spec: apps.Spec{
 				Name: "tipper_app", Version: "1.0.0", Profile: apps.ProfileStrict,
