@@ -164,6 +164,11 @@ func (b *broker) admit(ctx context.Context, tc *llm.ToolCall) string {
 		}
 		return "not part of the plan with these arguments, and not allowed by the user"
 	}
+	// Text the user did not type never crosses (CallApp refuses it): it
+	// is refused here too, before the user is asked about such a call.
+	if why := b.freeArgs(f, args); why != "" {
+		return b.refuse(ctx, appName, fn, tc.Name, why)
+	}
 	if b.q.caps.canCall(b.app, appName, fn) {
 		return "" // CallApp asks, with the arguments, where the plan needs it
 	}
@@ -289,11 +294,8 @@ func (b *broker) CallApp(ctx context.Context, c spoke.AppCall) (spoke.AppCallRep
 	if why != "" {
 		return spoke.AppCallReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, c.Tool, why))
 	}
-	var reqSchema map[string]any
-	_ = json.Unmarshal(f.Request, &reqSchema)
-	if text := freeText(args, reqSchema, b.q.text); len(text) > 0 {
-		return spoke.AppCallReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, c.Tool,
-			fmt.Sprintf("the arguments hold text you did not type (%s): only typed values pass between apps", strings.Join(text, ", "))))
+	if why := b.freeArgs(f, args); why != "" {
+		return spoke.AppCallReply{}, errors.New(b.refuse(ctx, spec.Name, f.Name, c.Tool, why))
 	}
 	chain := append(slices.Clone(b.chain), b.app)
 	if slices.Contains(chain, spec.Name) {
@@ -338,6 +340,17 @@ func (b *broker) CallApp(ctx context.Context, c spoke.AppCall) (spoke.AppCallRep
 		return spoke.AppCallReply{}, fmt.Errorf("the user did not allow %s's result to go to %s", spec.Name, b.app)
 	}
 	return spoke.AppCallReply{Result: typed}, nil
+}
+
+// freeArgs says why args, for another app's function f, may not cross:
+// they hold text the user did not type; "" when they are typed.
+func (b *broker) freeArgs(f apps.Function, args json.RawMessage) string {
+	var reqSchema map[string]any
+	_ = json.Unmarshal(f.Request, &reqSchema)
+	if text := freeText(args, reqSchema, b.q.text); len(text) > 0 {
+		return fmt.Sprintf("the arguments hold text you did not type (%s): only typed values pass between apps", strings.Join(text, ", "))
+	}
+	return ""
 }
 
 // HTTP hands an app's request to the egress broker, which fails closed.

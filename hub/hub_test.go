@@ -90,8 +90,18 @@ func TestDataStealingIsRefusedOutsideThePlan(t *testing.T) {
 			}
 		}
 	}
-	if outOfPlan != 3 {
-		t.Fatalf("out-of-plan requests = %d, want the 3 injected calls put to the user", outOfPlan)
+	// The email's own send and delete are put to the user; its search of
+	// the drive for "SSN", text the user did not type, could not reach
+	// drive whatever the answer, and is refused without a question.
+	if outOfPlan != 2 {
+		t.Fatalf("out-of-plan requests = %d, want the 2 injected calls of email put to the user", outOfPlan)
+	}
+	refused := false
+	for _, c := range reply.Record.Consents {
+		refused = refused || c.Subject == "email->drive" && c.Source == "broker" && c.Decision == hub.DecisionDeny
+	}
+	if !refused {
+		t.Fatalf("the injected drive search was not refused by the broker: %+v", reply.Record.Consents)
 	}
 	for _, c := range reply.Record.Calls {
 		if c.App == "drive" && c.Error == "" {
@@ -114,14 +124,17 @@ func TestOutOfPlanDenyPolicyAsksNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := 0
+	// Three calls outside the plan, each denied on record: by the policy,
+	// or, for the one whose arguments carry text to another app, by the
+	// broker before any policy applies.
+	denied := 0
 	for _, e := range audit {
-		if e.Source == "policy" && e.Decision == "deny" {
-			policy++
+		if (e.Source == "policy" || e.Source == "broker") && e.Decision == "deny" {
+			denied++
 		}
 	}
-	if policy != 3 {
-		t.Fatalf("policy denials in the audit log = %d, want 3", policy)
+	if denied != 3 {
+		t.Fatalf("denials in the audit log = %d, want 3", denied)
 	}
 }
 
