@@ -27,6 +27,9 @@ type broker struct {
 	q     *query
 	app   string
 	chain []string // apps waiting on this step, outermost first
+	// step is the plan step the spoke runs, whose approvals its calls
+	// may use; "" for a call of another app's.
+	step  string
 	calls int
 	// early takes the step's output when the spoke reports it ahead of its
 	// answer; nil ignores such reports.
@@ -152,7 +155,7 @@ func (b *broker) admit(ctx context.Context, tc *llm.ToolCall) string {
 			}
 			return notAllowed
 		}
-		if b.q.caps.admit("", appName, fn, args, f.Irreversible) {
+		if b.q.caps.admit("", b.step, appName, fn, args, f.Irreversible) {
 			return ""
 		}
 		// The user's answer covered the calls it showed, with the
@@ -175,7 +178,7 @@ func (b *broker) admit(ctx context.Context, tc *llm.ToolCall) string {
 	if b.outOfPlan(ctx, ConsentRequest{Category: CategoryExec, App: appName, Caller: b.app, Function: fn, Args: args}) {
 		// The user saw these arguments: CallApp runs exactly this call
 		// without asking again.
-		b.q.caps.approve(b.app, appName, fn, args, nil)
+		b.q.caps.approve(b.app, b.step, appName, fn, args, nil)
 		return ""
 	}
 	return notAllowed
@@ -306,7 +309,7 @@ func (b *broker) CallApp(ctx context.Context, c spoke.AppCall) (spoke.AppCallRep
 	}
 	planned := b.q.caps.planned(b.app, spec.Name)
 	switch {
-	case b.q.caps.consume(b.app, spec.Name, f.Name, args):
+	case b.q.caps.consume(b.app, b.step, spec.Name, f.Name, args):
 		// Allowed when the model asked for exactly this call (admit).
 	case b.q.caps.canCall(b.app, spec.Name, f.Name):
 		if !b.h.decide(ctx, b.q, ConsentRequest{Category: CategoryExec, App: spec.Name, Caller: b.app, Function: f.Name, Args: args, InPlan: planned, Irreversible: f.Irreversible}).allows() {

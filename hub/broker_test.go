@@ -232,9 +232,9 @@ func TestIrreversibleCallsBindTheirArguments(t *testing.T) {
 				return DecisionDeny
 			}))
 			if tt.approved {
-				q.caps.approve("", "post", "send", json.RawMessage(planned), nil)
+				q.caps.approve("", "s1", "post", "send", json.RawMessage(planned), nil)
 			}
-			b := &broker{h: h, q: q, app: "post"}
+			b := &broker{h: h, q: q, app: "post", step: "s1"}
 			for i, args := range tt.calls {
 				tc := llm.ToolCall{ID: "c", Name: "post__send", Arguments: args}
 				reason := b.admit(context.Background(), &tc)

@@ -171,9 +171,9 @@ func (h *Hub) askExec(ctx context.Context, q *query, runs []*stepRun) {
 }
 
 // approveStep records the user's once-answer to run plan step s with args:
-// it covers a call with exactly those, or, where they are incomplete, one
-// call that gives each the value shown and adds only the arguments the
-// prompt said the app completes (missingArgs).
+// it covers, in s's run only, a call with exactly those, or, where they are
+// incomplete, one call that gives each the value shown and adds only the
+// arguments the prompt said the app completes (missingArgs).
 func (h *Hub) approveStep(q *query, s PlanStep, args json.RawMessage) {
 	spec, _ := h.catalog.spec(s.App)
 	fn, _ := spec.Function(s.Function)
@@ -182,7 +182,7 @@ func (h *Hub) approveStep(q *query, s PlanStep, args json.RawMessage) {
 		s.Args = args
 		completes = append([]string{}, h.missingArgs(s)...)
 	}
-	q.caps.approve("", s.App, s.Function, args, completes)
+	q.caps.approve("", s.ID, s.App, s.Function, args, completes)
 }
 
 // guardStep runs one step's work. A panic in it, a bug of the hub's, fails
@@ -231,7 +231,7 @@ func (h *Hub) runPlanStep(ctx context.Context, q *query, r *stepRun, byID map[st
 	}
 	spec, _ := h.catalog.spec(r.App)
 	fn, _ := spec.Function(r.Function)
-	if apps.ValidateDocument(fn.Request, args) == nil && !q.caps.admit("", r.App, r.Function, args, fn.Irreversible) {
+	if apps.ValidateDocument(fn.Request, args) == nil && !q.caps.admit("", r.ID, r.App, r.Function, args, fn.Irreversible) {
 		// Complete arguments: the spoke runs the step itself, without a
 		// model call the broker could check, so its approval is spent here.
 		r.fail(userError(nil, "%s.%s was not run: the approval you gave covered other calls", r.App, r.Function))
@@ -362,7 +362,7 @@ func (h *Hub) runApp(ctx context.Context, q *query, r runSpec) (spoke.Result, er
 	for _, m := range memory {
 		step.Memory = append(step.Memory, m.Content)
 	}
-	b := &broker{h: h, q: q, app: r.app, chain: r.chain}
+	b := &broker{h: h, q: q, app: r.app, chain: r.chain, step: r.step}
 	if r.early != nil {
 		b.early = func(out json.RawMessage) {
 			if canon, err := apps.CanonicalDocument(fn.Response, out); err == nil {

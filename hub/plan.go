@@ -264,8 +264,9 @@ type capabilities struct {
 	// opened are the apps whose planned functions run with any arguments:
 	// the user answered their exec question for the session or always.
 	opened map[string]bool
-	// approved are the unused single-use approvals by (caller, function).
-	approved map[[2]string][]approval
+	// approved are the unused single-use approvals by who may use them
+	// and the function.
+	approved map[approvalKey][]approval
 	// probes are {caller, "app.function"} pairs the user allowed outside
 	// the plan for some arguments; the callee's schemas may be given.
 	probes map[[2]string]bool
@@ -282,9 +283,16 @@ type approval struct {
 	completes []string
 }
 
+// approvalKey is who may use an approval, for which function: the run of
+// one step (caller "" for the plan's own steps, an app for its calls of
+// another app), since each call a prompt showed was one step's.
+type approvalKey struct {
+	caller, step, app, fn string
+}
+
 func newCapabilities(p Plan) *capabilities {
 	c := &capabilities{exec: map[string]bool{}, pairs: map[[2]string]bool{}, opened: map[string]bool{},
-		approved: map[[2]string][]approval{}, probes: map[[2]string]bool{}}
+		approved: map[approvalKey][]approval{}, probes: map[[2]string]bool{}}
 	byID := map[string]PlanStep{}
 	for _, s := range p.Steps {
 		c.exec[s.App+"."+s.Function] = true
@@ -354,38 +362,40 @@ func (c *capabilities) open(app string) {
 }
 
 // approve records that the user allowed one run of app's fn with args,
-// asked by caller ("" for a plan step); completes are the arguments the
-// app may add to incomplete args (non-nil, perhaps empty), nil when args
-// are complete.
-func (c *capabilities) approve(caller, app, fn string, args json.RawMessage, completes []string) {
+// in the run of step, asked by caller ("" for the plan's own step);
+// completes are the arguments the app may add to incomplete args
+// (non-nil, perhaps empty), nil when args are complete.
+func (c *capabilities) approve(caller, step, app, fn string, args json.RawMessage, completes []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := [2]string{caller, app + "." + fn}
+	k := approvalKey{caller: caller, step: step, app: app, fn: fn}
 	c.approved[k] = append(c.approved[k], approval{args: args, completes: completes})
 	if caller != "" {
 		c.probes[[2]string{caller, app + "." + fn}] = true
 	}
 }
 
-// admit decides whether a call of app's planned function fn with args may
-// run: for an app the user opened, yes, unless fn is irreversible; else
-// only by using up an approval the call matches.
-func (c *capabilities) admit(caller, app, fn string, args json.RawMessage, irreversible bool) bool {
+// admit decides whether a call of app's planned function fn with args, in
+// the run of step, may run: for an app the user opened, yes, unless fn is
+// irreversible; else only by using up an approval of that step's the call
+// matches.
+func (c *capabilities) admit(caller, step, app, fn string, args json.RawMessage, irreversible bool) bool {
 	c.mu.Lock()
 	opened := c.opened[app] && caller == ""
 	c.mu.Unlock()
 	if opened && !irreversible {
 		return true
 	}
-	return c.consume(caller, app, fn, args)
+	return c.consume(caller, step, app, fn, args)
 }
 
-// consume uses up one approval this call matches: one of exactly these
-// arguments, or else one of incomplete arguments that these complete.
-func (c *capabilities) consume(caller, app, fn string, args json.RawMessage) bool {
+// consume uses up one approval of step's this call matches: one of
+// exactly these arguments, or else one of incomplete arguments that these
+// complete.
+func (c *capabilities) consume(caller, step, app, fn string, args json.RawMessage) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := [2]string{caller, app + "." + fn}
+	k := approvalKey{caller: caller, step: step, app: app, fn: fn}
 	list := c.approved[k]
 	i := slices.IndexFunc(list, func(a approval) bool { return sameJSON(a.args, args) })
 	if i < 0 {

@@ -171,20 +171,23 @@ func TestCapabilities(t *testing.T) {
 	// An approval given outside the plan covers one run of exactly the
 	// function and arguments the user saw.
 	args := json.RawMessage(`{"start_point":"A","end_point":"B"}`)
-	c.approve("quick_ride", "metro_hail", "estimate_fare", args, nil)
+	c.approve("quick_ride", "s2", "metro_hail", "estimate_fare", args, nil)
 	if !c.canProbe("quick_ride", "metro_hail", "estimate_fare") || c.canProbe("quick_ride", "metro_hail", "book") {
 		t.Error("an approval must let the caller learn exactly the approved function's schemas")
 	}
 	if c.canCall("quick_ride", "metro_hail", "estimate_fare") {
 		t.Error("an approval outside the plan must not widen the plan")
 	}
-	if c.consume("quick_ride", "metro_hail", "estimate_fare", json.RawMessage(`{"start_point":"A","end_point":"C"}`)) {
+	if c.consume("quick_ride", "s2", "metro_hail", "estimate_fare", json.RawMessage(`{"start_point":"A","end_point":"C"}`)) {
 		t.Error("an approval covered arguments the user never saw")
 	}
-	if !c.consume("quick_ride", "metro_hail", "estimate_fare", args) {
+	if c.consume("quick_ride", "s3", "metro_hail", "estimate_fare", args) {
+		t.Error("an approval given in one step's run was used in another's")
+	}
+	if !c.consume("quick_ride", "s2", "metro_hail", "estimate_fare", args) {
 		t.Error("the approved call was not admitted")
 	}
-	if c.consume("quick_ride", "metro_hail", "estimate_fare", args) {
+	if c.consume("quick_ride", "s2", "metro_hail", "estimate_fare", args) {
 		t.Error("an approval was used twice")
 	}
 }
@@ -286,36 +289,38 @@ func TestPlannerCatalogueHasNoVendorText(t *testing.T) {
 // TestApprovalsBindWhatWasShown: a once-approval of complete arguments
 // covers one call with exactly those; of incomplete ones, one call that
 // gives every argument shown its value and adds only those the prompt
-// said the app completes; an app the user opened for the session runs
-// its planned functions with any arguments, except an irreversible one.
+// said the app completes; either only in the run of the step it was
+// shown for. An app the user opened for the session runs its planned
+// functions with any arguments, except an irreversible one.
 func TestApprovalsBindWhatWasShown(t *testing.T) {
 	c := newCapabilities(Plan{Steps: []PlanStep{{ID: "s1", App: "tip_ride", Function: "estimate_fare"}}})
 	full := json.RawMessage(`{"start_point":"A","end_point":"B"}`)
-	c.approve("", "tip_ride", "estimate_fare", full, nil)
-	c.approve("", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"A"}`), []string{"end_point"})
+	c.approve("", "s1", "tip_ride", "estimate_fare", full, nil)
+	c.approve("", "s1", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"A"}`), []string{"end_point"})
 	steps := []struct {
-		args         string
+		step, args   string
 		irreversible bool
 		want         bool
 	}{
-		{`{"start_point":"A","end_point":"C","tip":50}`, false, false}, // adds an argument nobody was told of
-		{`{"start_point":"A","tip":50}`, false, false},
-		{`{"start_point":"Z","end_point":"C"}`, false, false}, // changes one shown
-		{`{"start_point":"A","end_point":"C"}`, false, true},  // completes the incomplete approval
-		{`{"start_point":"A","end_point":"B"}`, false, true},  // the complete one
-		{`{"start_point":"A","end_point":"B"}`, false, false},
-		{`{"start_point":"A","end_point":"D"}`, false, false},
+		{"s1", `{"start_point":"A","end_point":"C","tip":50}`, false, false}, // adds an argument nobody was told of
+		{"s1", `{"start_point":"A","tip":50}`, false, false},
+		{"s1", `{"start_point":"Z","end_point":"C"}`, false, false}, // changes one shown
+		{"s2", `{"start_point":"A","end_point":"C"}`, false, false}, // in another step's run
+		{"s1", `{"start_point":"A","end_point":"C"}`, false, true},  // completes the incomplete approval
+		{"s1", `{"start_point":"A","end_point":"B"}`, false, true},  // the complete one
+		{"s1", `{"start_point":"A","end_point":"B"}`, false, false},
+		{"s1", `{"start_point":"A","end_point":"D"}`, false, false},
 	}
 	for i, s := range steps {
-		if got := c.admit("", "tip_ride", "estimate_fare", json.RawMessage(s.args), s.irreversible); got != s.want {
-			t.Errorf("call %d with %s: admitted %t, want %t", i, s.args, got, s.want)
+		if got := c.admit("", s.step, "tip_ride", "estimate_fare", json.RawMessage(s.args), s.irreversible); got != s.want {
+			t.Errorf("call %d in %s with %s: admitted %t, want %t", i, s.step, s.args, got, s.want)
 		}
 	}
 	c.open("tip_ride")
-	if !c.admit("", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"X"}`), false) {
+	if !c.admit("", "s2", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"X"}`), false) {
 		t.Error("an opened app's planned function was refused")
 	}
-	if c.admit("", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"X"}`), true) {
+	if c.admit("", "s1", "tip_ride", "estimate_fare", json.RawMessage(`{"start_point":"X"}`), true) {
 		t.Error("an opened app ran an irreversible function without an approval")
 	}
 	if own, others := c.offered("tip_ride"); strings.Join(own, ",") != "estimate_fare" || len(others) != 0 {
