@@ -23,15 +23,19 @@
 //     no description, no schema prose; only the apps the request names, or
 //     all when it names none. An invalid step fails alone (parsePlan).
 //   - Each app writes its own part of the answer in its own spoke, from its
-//     own result; the cross-app part is written from typed fields only
-//     (combiner.go). The Reply says who said what.
+//     own result; the cross-app part is written from the typed fields the
+//     apps share only (combiner.go). The Reply says who said what, and its
+//     plain text puts an app's name on every line of the app's words, a
+//     failure's included (reply.go).
 //   - Hub memory keeps each entry's provenance; the no-app assistant reads
 //     only answers no app shaped, the planner only the user's messages
 //     (history.go).
 //   - Values cross between apps only typed (typed.go): inputs_from and
 //     app-to-app calls refuse free text, results lose it.
 //   - A once-answer to run an app covers exactly the calls its prompt
-//     showed (capabilities); any other call is asked again.
+//     showed, each in its own step's run, adding only the arguments the
+//     prompt said the app completes (capabilities); any other call is
+//     asked again.
 //
 // The hub holds the only LLM client. It never runs app code (spokes do),
 // never lets text from an app widen what a request may do, passes on
