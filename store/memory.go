@@ -251,7 +251,7 @@ func (s *Store) ForgetUser(ctx context.Context, user string) error {
 	if err := checkName("user", user); err != nil {
 		return fmt.Errorf("failed to forget user: %w", err)
 	}
-	err := s.holdWriteSlot(ctx, func() error {
+	err := s.writeAlone(ctx, func(ctx context.Context) error {
 		err := s.db.DoTxn(ctx, nil, func(ctx context.Context) error {
 			if _, err := s.db.Exec(ctx, "DELETE FROM hub_memory WHERE user_id=$1", user); err != nil {
 				return err

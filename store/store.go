@@ -10,10 +10,12 @@
 // decided, and only keeps its records consistent (one active session per
 // user, session grants ending with their session).
 //
-// Every method is safe for concurrent use. A method that returns without
-// error has committed with synchronous=FULL, so an acknowledged write
-// survives a crash of the process, or of the machine if its disk honours
-// fsync.
+// Every method is safe for concurrent use. A write method that returns
+// without error has committed with synchronous=FULL, so an acknowledged
+// write survives a crash of the process, or of the machine if its disk
+// honours fsync; the writes waiting at one moment share one commit (group
+// commit, commit.go), and a store from Later acknowledges a write at once,
+// for what no action waits on.
 package store
 
 import (
@@ -59,11 +61,6 @@ var upgradeFiles embed.FS
 // there and adds NN-name.sql headed "-- vN: what it does".
 var upgradeTable = dbutil.BuildUpgradeTable().WithFSPath(upgradeFiles, "upgrades").Finish()
 
-// maxWriters bounds concurrent write transactions inside this process.
-// SQLite has one writer at a time; queueing in Go is fair and cancellable,
-// while SQLite's busy handler polls with sleeps of up to 100 ms.
-const maxWriters = 1
-
 // Errors returned by Store methods; test them with errors.Is.
 var (
 	// ErrNotFound is returned by GetDoc and DeleteDoc for a missing
@@ -80,8 +77,13 @@ var (
 // Store is the database. Create it with Open, release it with Close.
 type Store struct {
 	db *dbutil.Database
-	// writeSlot serialises this process's write transactions.
-	writeSlot chan struct{}
+	// committer runs this process's writes, in batches, one at a time.
+	// SQLite has one writer at a time; queueing in Go is fair and
+	// cancellable, while SQLite's busy handler polls with sleeps of up to
+	// 100 ms.
+	committer *committer
+	// later is set on the view Later returns.
+	later bool
 }
 
 // Open opens (creating if missing) the database file at path, with mode
@@ -106,12 +108,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	db.RawDB.SetMaxIdleConns(4)
 	db.VersionTable = VersionTable
 	db.UpgradeTable = upgradeTable
-	db.Log = dbutil.ZeroLogger(zerolog.Ctx(ctx).With().Str("component", "store").Logger())
+	log := zerolog.Ctx(ctx).With().Str("component", "store").Logger()
+	db.Log = dbutil.ZeroLogger(log)
 	if err := db.Upgrade(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("failed to upgrade store schema in %s: %w", abs, err)
 	}
-	return &Store{db: db, writeSlot: make(chan struct{}, maxWriters)}, nil
+	s := &Store{db: db}
+	s.committer = newCommitter(s, log)
+	return s, nil
 }
 
 // dsn is the go-sqlite3 data source for path: a URI, so the path is escaped;
@@ -185,8 +190,10 @@ func restrictMode(ctx context.Context, path string) error {
 	return nil
 }
 
-// Close closes the database.
+// Close commits the writes still queued and closes the database. It is
+// never called on a store from Later.
 func (s *Store) Close() error {
+	s.committer.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("failed to close store: %w", err)
 	}
@@ -198,24 +205,6 @@ func (s *Store) Close() error {
 // not queue behind the store's writers; they wait in SQLite's busy handler.
 func (s *Store) DB() *dbutil.Database {
 	return s.db
-}
-
-// write runs fn in one IMMEDIATE transaction, after waiting for this
-// process's write slot. fn must not call write again.
-func (s *Store) write(ctx context.Context, fn func(ctx context.Context) error) error {
-	return s.holdWriteSlot(ctx, func() error { return s.db.DoTxn(ctx, nil, fn) })
-}
-
-// holdWriteSlot runs fn while holding this process's write slot. fn must not
-// wait for the slot again.
-func (s *Store) holdWriteSlot(ctx context.Context, fn func() error) error {
-	select {
-	case s.writeSlot <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-s.writeSlot }()
-	return fn()
 }
 
 // How truncateWAL waits for readers. The connection's busy handler would

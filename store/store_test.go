@@ -394,3 +394,157 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	}
 	t.Logf("child acknowledged %d turns, %d entries stored after SIGKILL", len(committed), len(mem))
 }
+
+// burstChildEnv names the database the burst crash child writes to; set
+// only in the child process.
+const burstChildEnv = "SECGPT_STORE_BURST_CHILD_DB"
+
+// TestBurstCrashChild is the child process of
+// TestCrashDuringBurstLosesNothingAcknowledged: writers in parallel, each
+// queueing a write no one waits for (Later) and then one it waits for,
+// printing "ack W-I" once the latter returned, until it is killed.
+func TestBurstCrashChild(t *testing.T) {
+	path := os.Getenv(burstChildEnv)
+	if path == "" {
+		t.Skip("helper process for TestCrashDuringBurstLosesNothingAcknowledged")
+	}
+	ctx := context.Background()
+	s, err := store.Open(ctx, path)
+	if err != nil {
+		fmt.Println("error", err)
+		return
+	}
+	var out sync.Mutex
+	say := func(format string, args ...any) {
+		out.Lock()
+		defer out.Unlock()
+		fmt.Printf(format+"\n", args...)
+	}
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := fmt.Sprintf("@w%d:x", w)
+			// The loop ends only by SIGKILL; the bound stops a child whose
+			// parent died.
+			for i := range 20_000 {
+				key := fmt.Sprintf("%d-%d", w, i)
+				if err := s.Later().AppendSpokeMemory(ctx, user, "mail", "note "+key); err != nil {
+					say("error %v", err)
+					return
+				}
+				switch i % 3 {
+				case 0:
+					err = s.RecordTurn(ctx, user, "q "+key, store.AnswerPart{Content: "a " + key})
+				case 1:
+					err = s.AppendAudit(ctx, store.AuditEntry{User: user, Decision: "allow", QueryID: key})
+				default:
+					err = s.PutDoc(ctx, user, "drive", "files", key, []byte(`{}`))
+				}
+				if err != nil {
+					say("error %v", err)
+					return
+				}
+				say("ack %s", key)
+				if w == 0 && i%50 == 0 {
+					st := s.WriteStats()
+					say("stats %d %d", st.Writes, st.Commits)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestCrashDuringBurstLosesNothingAcknowledged kills a process with
+// SIGKILL while 16 writers write at once through group commit: every
+// write it acknowledged is there after the crash, and so is every write
+// queued before an acknowledged one (the note each writer queued without
+// waiting); and the writes did share commits.
+func TestCrashDuringBurstLosesNothingAcknowledged(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "burst.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBurstCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), burstChildEnv+"="+path)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	var writes, commits int64
+	const killAfter = 600
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "ack "):
+			acked = append(acked, strings.TrimPrefix(line, "ack "))
+			if len(acked) == killAfter {
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case strings.HasPrefix(line, "stats "):
+			if _, err := fmt.Sscanf(line, "stats %d %d", &writes, &commits); err != nil {
+				t.Fatalf("bad child line %q", line)
+			}
+		case strings.HasPrefix(line, "error"):
+			t.Errorf("child: %s", line)
+		}
+	}
+	err = cmd.Wait()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
+	}
+	if len(acked) < killAfter {
+		t.Fatalf("child acknowledged %d writes before it died, want at least %d", len(acked), killAfter)
+	}
+	if writes == 0 || commits*2 > writes {
+		t.Errorf("the child made %d writes in %d commits: writes in a burst should share commits", writes, commits)
+	}
+
+	s := storetest.OpenAt(t, path)
+	for _, key := range acked {
+		var w, i int
+		if _, err := fmt.Sscanf(key, "%d-%d", &w, &i); err != nil {
+			t.Fatalf("bad key %q", key)
+		}
+		user := fmt.Sprintf("@w%d:x", w)
+		var found bool
+		switch i % 3 {
+		case 0:
+			mem, err := s.HubMemory(ctx, user, store.MaxListLimit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range mem {
+				found = found || e.Content == "a "+key
+			}
+		case 1:
+			var n int
+			if err := s.DB().QueryRow(ctx, "SELECT COUNT(*) FROM audit_log WHERE user_id=$1 AND query_id=$2", user, key).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			found = n == 1
+		default:
+			_, err := s.GetDoc(ctx, user, "drive", "files", key)
+			found = err == nil
+		}
+		if !found {
+			t.Errorf("write %s was acknowledged but is missing after the crash", key)
+		}
+		var notes int
+		if err := s.DB().QueryRow(ctx, "SELECT COUNT(*) FROM spoke_memory WHERE user_id=$1 AND content=$2", user, "note "+key).Scan(&notes); err != nil {
+			t.Fatal(err)
+		}
+		if notes != 1 {
+			t.Errorf("the note queued before acknowledged write %s is missing after the crash", key)
+		}
+	}
+	t.Logf("child acknowledged %d writes (%d writes in %d commits at its last count) before SIGKILL", len(acked), writes, commits)
+}
