@@ -429,7 +429,9 @@ func (b *broker) AppendMemory(ctx context.Context, m spoke.MemoryAppend) error {
 		return errNoAppDir
 	}
 	err := b.h.whileCurrent(b.q, func() error {
-		return b.h.store.AppendSpokeMemory(ctx, b.q.user, b.app, truncate(m.Content, maxMemoryContent))
+		// The app's notes to itself: nothing waits on their durability,
+		// and the turn's record, which waits, commits them.
+		return b.h.store.Later().AppendSpokeMemory(ctx, b.q.user, b.app, truncate(m.Content, maxMemoryContent))
 	})
 	if err != nil {
 		return fmt.Errorf("failed to save memory: %w", err)

@@ -293,8 +293,10 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) Decision
 		if d == DecisionSession {
 			g.SessionID = q.session
 		}
-		// The user's answer is kept even if the request was cancelled meanwhile.
-		if err := h.store.PutGrant(context.WithoutCancel(ctx), g); err != nil {
+		// The user's answer is kept even if the request was cancelled
+		// meanwhile. It need not be durable before the action: the audit
+		// entry that follows waits, and commits it too.
+		if err := h.store.Later().PutGrant(context.WithoutCancel(ctx), g); err != nil {
 			// The answer still stands for this request; it is just not kept.
 			log.Error().Err(err).Msg("Failed to store grant")
 		}
@@ -305,7 +307,8 @@ func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) Decision
 	return conclude(d, source)
 }
 
-// audit writes one decision to the audit log. The write outlives a
+// audit writes one decision to the audit log and returns once it is
+// durable: the action a decision allows follows it. The write outlives a
 // cancelled request: every decision made must be on record.
 func (h *Hub) audit(ctx context.Context, q *query, req ConsentRequest, subj string, d Decision, source string) error {
 	ctx = context.WithoutCancel(ctx)

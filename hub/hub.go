@@ -399,7 +399,8 @@ func (h *Hub) session(ctx context.Context, q *query, cancel context.CancelFunc) 
 		if s, err = h.store.StartSession(ctx, q.user); err != nil {
 			return "", fmt.Errorf("failed to start session: %w", err)
 		}
-	} else if err := h.store.TouchSession(ctx, q.user, s.ID); err != nil {
+	} else if err := h.store.Later().TouchSession(ctx, q.user, s.ID); err != nil {
+		// Queued (Later): nothing waits on the session's last activity.
 		return "", fmt.Errorf("failed to touch session: %w", err)
 	}
 	q.epoch = st.epoch

@@ -248,9 +248,10 @@ func (s *Store) writeAlone(ctx context.Context, fn func(ctx context.Context) err
 // Later returns the store as a writer that does not wait for durability:
 // each of its writes is checked, queued and acknowledged at once, and
 // committed with the next batch (a failure then is logged). It is for
-// writes that no action depends on: a session's last activity, the denial
-// of a request, an app's notes to itself. Reads are the store's. The next
-// write that waits, from any writer, commits every write queued before it.
+// writes that no action depends on: a session's last activity, an app's
+// notes to itself, a grant whose decision's audit entry, written next and
+// waited for, commits it. Reads are the store's. The next write that
+// waits, from any writer, commits every write queued before it.
 func (s *Store) Later() *Store {
 	l := *s
 	l.later = true
