@@ -176,8 +176,11 @@ func (c *catalog) buildPlanSchema(list []string) (json.RawMessage, error) {
 		items = map[string]any{"type": "object"}
 	}
 	schema := map[string]any{
-		"type":                 "object",
-		"properties":           map[string]any{"steps": map[string]any{"type": "array", "items": items}},
+		"type": "object",
+		"properties": map[string]any{
+			"steps":  map[string]any{"type": "array", "items": items},
+			"answer": map[string]any{"type": "string"},
+		},
 		"required":             []string{"steps"},
 		"additionalProperties": false,
 	}

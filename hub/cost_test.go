@@ -127,3 +127,19 @@ func TestPromptCostWithinBudget(t *testing.T) {
 	}
 	t.Logf("isolated/vanilla prompt bytes over the mix: %.2fx %s", ratio, b)
 }
+
+// TestOneModelCallLikeVanilla: a request that needs no app, and one that
+// names an annotation app and no other, cost one model call, as in vanilla
+// mode: the planner's own answer, or the annotation app's spoke without a
+// planner round, whose plan the request fixes.
+func TestOneModelCallLikeVanilla(t *testing.T) {
+	for _, query := range []string{costQueries[2].query, "Use symptom_solver: I have had a headache for two days."} {
+		t.Run(query, func(t *testing.T) {
+			ic, _ := cost(t, "isolated", query)
+			vc, _ := cost(t, "vanilla", query)
+			if ic != 1 || vc != 1 {
+				t.Fatalf("%d model calls isolated and %d vanilla, want 1 and 1", ic, vc)
+			}
+		})
+	}
+}

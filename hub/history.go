@@ -10,42 +10,26 @@ import (
 )
 
 // Who reads what of the user's hub memory follows from each entry's
-// provenance (DESIGN §3, "Text flow"): the planner reads the user's own
-// messages only; the no-app assistant reads those and the answers no app
-// shaped; an app's spoke reads its own spoke memory, never hub memory.
-// In place of each answer a model may not read, it reads a line the hub
-// writes.
-
-// answerWithheld stands for each earlier answer in the planner's history.
-const answerWithheld = "(secgpt: an answer was given here. The planner is not shown its text, which was written from apps' outputs.)"
-
-// plannerHistory is what the planner sees of the conversation: the user's
-// own messages, and in place of each answer a line the hub writes.
+// provenance (DESIGN §3, "Text flow"): the planner and the no-app
+// assistant read the user's own messages and the answers no app shaped;
+// an app's spoke reads its own spoke memory, never hub memory. In place of
+// each answer they may not read, they read a line the hub writes.
 //
 // DESIGN §3 once gave the planner the user-visible history, "the bot's
-// final answers" included. That is narrowed here: an answer is written by
-// a spoke that read raw app output (or by a model that read such a
-// spoke's result), so an instruction injected into an email would reach,
-// one turn later, the one model whose output becomes the next request's
-// capabilities. Hub memory keeps the full answers for the user.
-func plannerHistory(entries []store.MemoryEntry) []llm.Message {
-	out := make([]llm.Message, 0, len(entries))
-	for i, e := range entries {
-		switch {
-		case e.Role == store.RoleUser:
-			out = append(out, llm.Message{Role: llm.RoleUser, Content: e.Content})
-		case i == 0 || entries[i-1].Role == store.RoleUser:
-			// One line for the answer's parts together.
-			out = append(out, llm.Message{Role: llm.RoleAssistant, Content: answerWithheld})
-		}
-	}
-	return out
-}
+// final answers" included. That is narrowed here: an answer that a spoke
+// wrote after reading raw app output (or a model wrote after reading such
+// a spoke's result) would carry an instruction injected into an email, one
+// turn later, to the one model whose output becomes the next request's
+// capabilities. An answer no app shaped, the planner's own or the no-app
+// assistant's, was written from the user's words and such answers only,
+// so the planner reads it: it answers requests that need no app itself
+// (see Hub.plan). Hub memory keeps the full answers for the user.
 
-// vanillaHistory is what the no-app assistant sees of the conversation:
-// the user's messages, the answers no app shaped, and in place of the
-// others a line the hub writes, naming the apps that shaped them.
-func vanillaHistory(entries []store.MemoryEntry) []llm.Message {
+// assistantHistory is what the planner and the no-app assistant see of the
+// conversation: the user's messages, the answers no app shaped, and in
+// place of the others a line the hub writes, naming the apps that shaped
+// them.
+func assistantHistory(entries []store.MemoryEntry) []llm.Message {
 	out := make([]llm.Message, 0, len(entries))
 	var withheld []string // apps of the withheld entries in a row
 	unknown := false

@@ -8,11 +8,10 @@ import (
 	"github.com/secgpt/secgpt/store"
 )
 
-// TestHistoriesFollowProvenance: the no-app assistant reads the user's
-// messages and the answers no app shaped, and a line naming the apps in
-// place of the rest (unknown provenance counts as shaped by apps); the
-// planner reads the user's messages and one line per answer.
-func TestHistoriesFollowProvenance(t *testing.T) {
+// TestHistoryFollowsProvenance: the planner and the no-app assistant read
+// the user's messages and the answers no app shaped, and a line naming the
+// apps in place of the rest (unknown provenance counts as shaped by apps).
+func TestHistoryFollowsProvenance(t *testing.T) {
 	entries := []store.MemoryEntry{
 		{Role: store.RoleUser, Content: "fares?", Provenance: store.ShapedBy()},
 		{Role: store.RoleAssistant, Content: "metro part [[obey]]", Provenance: store.ShapedBy("metro_hail")},
@@ -40,13 +39,7 @@ func TestHistoriesFollowProvenance(t *testing.T) {
 		"user: old question",
 		"assistant: (secgpt: an answer was given here from apps' outputs; its text is not shown to the assistant.)",
 	}, "\n")
-	if got := render(vanillaHistory(entries)); got != want {
-		t.Errorf("vanilla history =\n%s\nwant\n%s", got, want)
-	}
-	want = strings.Join([]string{
-		"user: fares?", "assistant: " + answerWithheld, "user: hello", "assistant: " + answerWithheld, "user: old question", "assistant: " + answerWithheld,
-	}, "\n")
-	if got := render(plannerHistory(entries)); got != want {
-		t.Errorf("planner history =\n%s\nwant\n%s", got, want)
+	if got := render(assistantHistory(entries)); got != want {
+		t.Errorf("history =\n%s\nwant\n%s", got, want)
 	}
 }

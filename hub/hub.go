@@ -49,6 +49,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -510,6 +511,11 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 	}
 	plan, notNamed := followNamedApps(plan, named)
 	dropped := append(invalid, notNamed...)
+	if len(plan.Steps) > 0 || len(dropped) > 0 || strings.TrimSpace(plan.Answer) == "" {
+		// The planner's own answer stands only when it planned nothing:
+		// beside steps it would speak for apps, run or not.
+		plan.Answer = ""
+	}
 	q.record.Plan, q.record.Dropped = &plan, dropped
 	q.caps = newCapabilities(plan)
 	log.Info().Int("steps", len(plan.Steps)).Int("dropped", len(dropped)).Msg("Planned request")

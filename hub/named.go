@@ -26,6 +26,20 @@ func (c *catalog) namedApps(query string) map[string]bool {
 	return named
 }
 
+// soleAnnotation returns the app of a request that names exactly one
+// installed app, an annotation app.
+func (c *catalog) soleAnnotation(named map[string]bool) (string, bool) {
+	if len(named) != 1 {
+		return "", false
+	}
+	for app := range named {
+		if spec, ok := c.spec(app); ok && spec.IsAnnotation() {
+			return app, true
+		}
+	}
+	return "", false
+}
+
 // notNamed is why a step of an app the user did not name was dropped.
 const notNamed = "your message named other apps"
 

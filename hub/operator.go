@@ -67,7 +67,11 @@ func (s *stepRun) fail(err error) {
 // hub's notes.
 func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.MemoryEntry) (*Reply, error) {
 	if len(plan.Steps) == 0 {
-		text, err := h.answerVanilla(ctx, q, spoke.Step{ID: "answer", Query: q.text, History: vanillaHistory(history)})
+		if plan.Answer != "" {
+			// The planner answered in its own round (see Hub.plan).
+			return &Reply{Parts: []Part{{Text: plan.Answer}}}, nil
+		}
+		text, err := h.answerVanilla(ctx, q, spoke.Step{ID: "answer", Query: q.text, History: assistantHistory(history)})
 		if err != nil {
 			return nil, err
 		}

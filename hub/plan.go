@@ -16,6 +16,9 @@ import (
 // the query's capability set; nothing outside it runs without the user.
 type Plan struct {
 	Steps []PlanStep `json:"steps"`
+	// Answer is the planner's own answer to a request that needs no app
+	// (see Hub.plan); it is used only when the planner planned no step.
+	Answer string `json:"answer,omitempty"`
 }
 
 // PlanStep calls one function of one installed app.
@@ -192,7 +195,7 @@ func checkStep(s PlanStep, catalog *catalog, ids map[string]int) string {
 
 // keptSteps is the plan without the steps that have a reason to drop.
 func keptSteps(p Plan, reasons map[int]string) Plan {
-	kept := Plan{Steps: []PlanStep{}}
+	kept := Plan{Steps: []PlanStep{}, Answer: p.Answer}
 	for i, s := range p.Steps {
 		if reasons[i] == "" {
 			kept.Steps = append(kept.Steps, s)

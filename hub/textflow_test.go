@@ -22,6 +22,8 @@ import (
 // holds two apps' markers; a request holding an app's markers offers no
 // other app's function but by name, and only where the plan lets the app
 // call it; the no-app assistant's and the combiner's requests hold none.
+// The planner answers the no-app query itself, in its one request, and a
+// later planner reads that answer (no app shaped it) but no app's part.
 
 // markerApps are spoketest's marker apps and their markers.
 var markerApps = map[string]string{"marker_a": "MKA~", "marker_b": "MKB~", "marker_c": "MKC~"}
@@ -53,6 +55,15 @@ func (l *modelLog) take() []*simulator.ChatRequest {
 	out := l.requests
 	l.requests = nil
 	return out
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Trim(string(b), `"`)
 }
 
 // markersIn returns the marker apps whose markers the request holds,
@@ -92,6 +103,7 @@ func TestTextStaysWithItsApp(t *testing.T) {
 	}
 	log := &modelLog{}
 	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"marker_a", "marker_b", "marker_c", "metro_hail"}, Behaviour: log.behaviour(plans)})
+	var noAppAnswer string // the planner's answer to noApp, which no app shaped
 	tests := []struct {
 		query string
 		// pairs are the apps the plan lets call each other's functions:
@@ -127,9 +139,10 @@ func TestTextStaysWithItsApp(t *testing.T) {
 			}
 		}},
 		{noApp, nil, func(t *testing.T, reply *hub.Reply, err error) {
-			if err != nil || len(reply.Parts) != 1 || reply.Parts[0].App != "" {
-				t.Fatalf("reply = %+v, %v; want the no-app assistant's answer", reply, err)
+			if err != nil || len(reply.Parts) != 1 || reply.Parts[0].App != "" || reply.Record.LLMCalls != 1 {
+				t.Fatalf("reply = %+v, %v; want the planner's own answer, in one model call", reply, err)
 			}
+			noAppAnswer = reply.Parts[0].Text
 		}},
 		{again, nil, func(t *testing.T, reply *hub.Reply, err error) {
 			if err != nil || len(reply.Parts) != 1 {
@@ -143,14 +156,17 @@ func TestTextStaysWithItsApp(t *testing.T) {
 			reply, err := sys.Hub.Handle(context.Background(), hub.Request{User: alice, Query: tt.query, Consenter: hub.AllowPlanned{}})
 			tt.check(t, reply, err)
 			requests := log.take()
-			if len(requests) < 2 {
-				t.Fatalf("%d model requests recorded", len(requests))
+			if len(requests) == 0 {
+				t.Fatal("no model request recorded")
 			}
 			for i, req := range requests {
 				marked := markersIn(t, req)
 				role := req.Model
 				if simulator.ResponseFormatNamed(simulator.PlanSchemaName)(req) {
 					role = "planner"
+					if tt.query == again && !strings.Contains(mustJSON(t, req), mustJSON(t, noAppAnswer)) {
+						t.Errorf("request %d: the planner does not read the earlier answer no app shaped", i)
+					}
 				}
 				switch {
 				case role == "planner" && len(marked) > 0:

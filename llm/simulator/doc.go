@@ -108,6 +108,11 @@
 //
 //	{"steps":[{"id":"s1","app":"quick_ride","function":"estimate_fare","args":{"end_point":"Elm Avenue","start_point":"Main Street"},"depends_on":[]},{"id":"s2","app":"metro_hail","function":"estimate_fare","args":{"end_point":"Elm Avenue","start_point":"Main Street"},"depends_on":[]}]}
 //
+// With an empty list, when the schema has a top-level "answer" property,
+// the plan also holds "answer": the answer role's text for the request
+// (there are no results in a planner's context, so its first line is
+// "Factual answer: " and the query, or the fiction style's story).
+//
 // # Agent role
 //
 // The request offers tools. The task is the last user message.

@@ -239,11 +239,28 @@ func (v *view) plan(schema json.RawMessage) (Reply, error) {
 			break
 		}
 	}
-	b, err := json.Marshal(map[string]any{"steps": steps})
+	plan := map[string]any{"steps": steps}
+	if len(steps) == 0 && offersAnswer(schema) {
+		plan["answer"] = v.answer()
+	}
+	b, err := json.Marshal(plan)
 	if err != nil {
 		return Reply{}, fmt.Errorf("failed to encode the plan: %w", err)
 	}
 	return Reply{Content: string(b)}, nil
+}
+
+// offersAnswer reports whether the plan schema has a top-level "answer"
+// property: the planner may answer a request that needs no app itself.
+func offersAnswer(schema json.RawMessage) bool {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(schema, &s) != nil {
+		return false
+	}
+	_, ok := s.Properties["answer"]
+	return ok
 }
 
 // planCatalogue reads the (app, function, args schema) branches of the

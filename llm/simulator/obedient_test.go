@@ -227,6 +227,36 @@ func TestObedientPlanner(t *testing.T) {
 	}
 }
 
+// TestObedientPlannerAnswers: with nothing to plan and an "answer" in the
+// schema, the planner answers as the answer role would; with steps, or
+// without the property, it writes no answer.
+func TestObedientPlannerAnswers(t *testing.T) {
+	withAnswer := func(decls ...decl) *ChatRequest {
+		req := planRequest(decls)
+		schema := strings.Replace(string(req.ResponseFormat.JSONSchema.Schema), `"properties":{"steps":`, `"properties":{"answer":{"type":"string"},"steps":`, 1)
+		req.ResponseFormat.JSONSchema.Schema = json.RawMessage(schema)
+		return req
+	}
+	tests := []struct {
+		name, query string
+		req         *ChatRequest
+		want        string
+	}{
+		{"nothing to plan", "What is the capital of France?", withAnswer(rides...), `{"answer":"Factual answer: What is the capital of France?","steps":[]}`},
+		{"an instruction in the user's own words", `Say hi [[obey: say "hi"]]`, withAnswer(rides...), `{"answer":"Factual answer: Say hi [[obey: say \"hi\"]]\nhi","steps":[]}`},
+		{"a step", "metro_hail from 'A' to 'B'", withAnswer(rides...), `{"steps":[{"id":"s1","app":"metro_hail","function":"estimate_fare","args":{"end_point":"B","start_point":"A"},"depends_on":[]}]}`},
+		{"no answer in the schema", "What is the capital of France?", planRequest(rides), `{"steps":[]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.req.Messages = []llm.Message{sys("Plan."), user(tt.query)}
+			if r := reply(t, tt.req); r.Content != tt.want {
+				t.Errorf("plan =\n%s\nwant\n%s", r.Content, tt.want)
+			}
+		})
+	}
+}
+
 func TestObedientPlannerRejectsForeignSchema(t *testing.T) {
 	req := &ChatRequest{
 		Messages:       []llm.Message{user("hi")},
