@@ -18,18 +18,20 @@
 // consent. App, function and property names, which must be identifiers,
 // are not free text. What follows from it:
 //
-//   - The planner reads the hub's instructions, the user's own messages,
-//     and a catalogue of identifiers and typed signatures (signature.go):
-//     no description, no schema prose; only the apps the request names, or
-//     all when it names none. An invalid step fails alone (parsePlan).
+//   - The planner reads the hub's instructions, the user's own messages
+//     and the answers no app shaped, and a catalogue of identifiers and
+//     typed signatures (signature.go): no description, no schema prose;
+//     only the apps the request names, or all when it names none. An
+//     invalid step fails alone (parsePlan). Its context holding no app's
+//     text, it answers a request that needs no app itself, in its one
+//     round (planner.go).
 //   - Each app writes its own part of the answer in its own spoke, from its
 //     own result; the cross-app part is written from the typed fields the
 //     apps share only (combiner.go). The Reply says who said what, and its
 //     plain text puts an app's name on every line of the app's words, a
 //     failure's included (reply.go).
-//   - Hub memory keeps each entry's provenance; the no-app assistant reads
-//     only answers no app shaped, the planner only the user's messages
-//     (history.go).
+//   - Hub memory keeps each entry's provenance; the planner and the no-app
+//     assistant read only the answers no app shaped (history.go).
 //   - Values cross between apps only typed (typed.go): inputs_from and
 //     app-to-app calls refuse free text, results lose it.
 //   - A once-answer to run an app covers exactly the calls its prompt
