@@ -57,20 +57,6 @@ func (c *catalog) irreversible(app, fn string) bool {
 	return f.Irreversible
 }
 
-// otherTools lists the tool names of every installed function but app's.
-func (c *catalog) otherTools(app string) []string {
-	var out []string
-	for _, name := range c.names {
-		if name == app || c.specs[name].IsAnnotation() {
-			continue
-		}
-		for _, f := range c.specs[name].Functions {
-			out = append(out, apps.ToolName(name, f.Name))
-		}
-	}
-	return out
-}
-
 // relaxed returns fn's request schema without "required" (nor
 // "dependentRequired") at any depth, for checking a plan's arguments,
 // which may be incomplete: the spoke completes them. Only keywords go:
@@ -150,19 +136,32 @@ func (c *catalog) planCatalogue(named map[string]bool) (planCatalogue, error) {
 	return pc, nil
 }
 
+// maxAppSignatures bounds the signatures of one app's functions in the
+// planner's catalogue, which a request naming no app pays in full: no app
+// can make every request's plan cost more by declaring many large
+// functions. Past it, a function is planned as an open object, which its
+// spoke completes. The built-in apps need at most 0.6 KiB.
+const maxAppSignatures = 4 << 10
+
 // buildPlanSchema describes every valid step: one branch per function of
 // the listed apps, with the function's signature as its arguments.
 func (c *catalog) buildPlanSchema(list []string) (json.RawMessage, error) {
 	var branches []any
 	for _, name := range list {
+		budget := maxAppSignatures
 		for _, f := range c.specs[name].Functions {
+			args := signature(f.Request)
+			if len(args) > budget {
+				args = openSignature
+			}
+			budget -= len(args)
 			branches = append(branches, map[string]any{
 				"type": "object",
 				"properties": map[string]any{
 					"id":          map[string]any{"type": "string"},
 					"app":         map[string]any{"const": name},
 					"function":    map[string]any{"const": f.Name},
-					"args":        signature(f.Request),
+					"args":        args,
 					"depends_on":  map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
 					"inputs_from": map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}},
 				},

@@ -286,6 +286,65 @@ func TestPlannerCatalogueHasNoVendorText(t *testing.T) {
 	}
 }
 
+// TestPlannerCatalogueEntryIsBounded: an app that declares many large
+// functions adds at most maxAppSignatures of signatures to the planner's
+// catalogue, however many it declares; every function stays plannable,
+// the rest as open objects.
+func TestPlannerCatalogueEntryIsBounded(t *testing.T) {
+	var props []string
+	for i := range 40 { // a 2.2 KiB signature
+		props = append(props, fmt.Sprintf(`"field_%03d":{"type":"integer","minimum":0,"maximum":1000}`, i))
+	}
+	request := json.RawMessage(`{"type":"object","properties":{` + strings.Join(props, ",") + `}}`)
+	response := json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"}}}`)
+	for _, n := range []int{1, 8, apps.MaxFunctions} {
+		t.Run(fmt.Sprint(n, " functions"), func(t *testing.T) {
+			spec := apps.Spec{Name: "sprawling", Version: "1", Description: "d", Profile: apps.ProfileStrict}
+			for i := range n {
+				spec.Functions = append(spec.Functions, apps.Function{Name: fmt.Sprintf("f%02d", i), Description: "f", Request: request, Response: response})
+			}
+			cat, err := newCatalog([]apps.Spec{spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := cat.planCatalogue(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var schema struct {
+				Properties struct {
+					Steps struct {
+						Items struct {
+							AnyOf []struct {
+								Properties struct {
+									Function struct{ Const string } `json:"function"`
+									Args     json.RawMessage        `json:"args"`
+								} `json:"properties"`
+							} `json:"anyOf"`
+						} `json:"items"`
+					} `json:"steps"`
+				} `json:"properties"`
+			}
+			if err := json.Unmarshal(pc.schema, &schema); err != nil {
+				t.Fatal(err)
+			}
+			branches := schema.Properties.Steps.Items.AnyOf
+			if len(branches) != n {
+				t.Fatalf("%d functions plannable, want %d", len(branches), n)
+			}
+			signed := 0
+			for _, b := range branches {
+				if string(b.Properties.Args) != string(openSignature) {
+					signed += len(b.Properties.Args)
+				}
+			}
+			if signed > maxAppSignatures || signed == 0 {
+				t.Errorf("%d bytes of signatures in the catalogue, want 1 to %d", signed, maxAppSignatures)
+			}
+		})
+	}
+}
+
 // TestApprovalsBindWhatWasShown: a once-approval of complete arguments
 // covers one call with exactly those; of incomplete ones, one call that
 // gives every argument shown its value and adds only those the prompt

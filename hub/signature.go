@@ -91,21 +91,24 @@ var errOpaque = errors.New("not expressible as a signature")
 // order; an open object when the schema names anything by other than an
 // identifier or the signature would be over maxSignature.
 func signature(schema json.RawMessage) json.RawMessage {
-	open := json.RawMessage(`{"type":"object"}`)
 	v, err := decodeOrdered(schema)
 	if err != nil {
-		return open
+		return openSignature
 	}
 	s, err := signSchema(v)
 	if err != nil {
-		return open
+		return openSignature
 	}
 	b, err := json.Marshal(s)
 	if err != nil || len(b) > maxSignature {
-		return open
+		return openSignature
 	}
 	return b
 }
+
+// openSignature is the signature of a function planned without its
+// arguments' structure: any object, which the spoke completes.
+var openSignature = json.RawMessage(`{"type":"object"}`)
 
 // signSchema keeps a schema's signature keywords.
 func signSchema(v any) (any, error) {
