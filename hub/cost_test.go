@@ -15,9 +15,7 @@ import (
 // What a query costs in model calls and prompt bytes (issue 9, "Costs"),
 // in isolated and vanilla mode, with every built-in app installed (the
 // default configuration) and the obedient model. Prompt bytes are every
-// byte of a request the model reads: message contents, tool calls' names
-// and arguments, offered tools' names, descriptions and parameter
-// schemas, and the response format's schema.
+// byte of a request the model reads (simulator.ChatRequest.PromptBytes).
 
 // defaultApps are the apps the default configuration installs: every app
 // of apps/all (this test binary registers test apps beside them).
@@ -39,22 +37,9 @@ type costMeter struct {
 func (m *costMeter) behaviour() simulator.Behaviour {
 	obedient := simulator.Obedient()
 	return behaviourFunc(func(ctx context.Context, req *simulator.ChatRequest) (simulator.Reply, error) {
-		n := 0
-		for _, msg := range req.Messages {
-			n += len(msg.Content)
-			for _, tc := range msg.ToolCalls {
-				n += len(tc.Name) + len(tc.Arguments)
-			}
-		}
-		for _, t := range req.Tools {
-			n += len(t.Name) + len(t.Description) + len(t.Parameters)
-		}
-		if req.ResponseFormat != nil && req.ResponseFormat.JSONSchema != nil {
-			n += len(req.ResponseFormat.JSONSchema.Schema)
-		}
 		m.mu.Lock()
 		m.calls++
-		m.bytes += n
+		m.bytes += req.PromptBytes()
 		m.mu.Unlock()
 		return obedient.Reply(ctx, req)
 	})

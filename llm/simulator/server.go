@@ -83,6 +83,9 @@ type Options struct {
 	// Profile, when set, makes the server answer as the server it
 	// reproduces does (see Profile); nil is OpenAI's API as documented.
 	Profile *Profile
+	// Observe, when set, is told of each completion answered, with the
+	// usage reported for it; it is called concurrently.
+	Observe func(req *ChatRequest, usage llm.Usage)
 }
 
 // Server is an OpenAI-compatible HTTP endpoint backed by a Behaviour. It is
@@ -258,8 +261,32 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	case status != http.StatusOK:
 		writeError(w, status, errorType(status), reply.Content)
 	default:
-		writeJSON(w, http.StatusOK, s.completion(req, reply))
+		c := s.completion(req, reply)
+		if s.opts.Observe != nil {
+			s.opts.Observe(req, llm.Usage{PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens})
+		}
+		writeJSON(w, http.StatusOK, c)
 	}
+}
+
+// PromptBytes is every byte of the request that a model reads: message
+// contents, tool calls' names and arguments, offered tools' names,
+// descriptions and parameter schemas, and the response format's schema.
+func (r *ChatRequest) PromptBytes() int {
+	n := 0
+	for _, m := range r.Messages {
+		n += len(m.Content)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.Name) + len(tc.Arguments)
+		}
+	}
+	for _, t := range r.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	if r.ResponseFormat != nil && r.ResponseFormat.JSONSchema != nil {
+		n += len(r.ResponseFormat.JSONSchema.Schema)
+	}
+	return n
 }
 
 // sleep waits d unless ctx ends first; it reports whether it waited.

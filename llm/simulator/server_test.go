@@ -243,3 +243,34 @@ func TestServerStartClose(t *testing.T) {
 		t.Error("server still answers after Close")
 	}
 }
+
+// TestObserveSeesEachCompletion: Observe is told of every completion, with
+// the request as decoded and the usage the answer reports.
+func TestObserveSeesEachCompletion(t *testing.T) {
+	var mu sync.Mutex
+	var seen []int
+	var usage []llm.Usage
+	_, base := startServer(t, Obedient(), Options{Observe: func(req *ChatRequest, u llm.Usage) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, req.PromptBytes())
+		usage = append(usage, u)
+	}})
+	body := `{"model":"m","messages":[{"role":"user","content":"hello"}],` +
+		`"tools":[{"type":"function","function":{"name":"t","description":"d","parameters":{"type":"object"}}}],` +
+		`"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}}}`
+	status, _, v := post(t, base+"/chat/completions", body)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %v", status, v)
+	}
+	reported := v["usage"].(map[string]any)
+	mu.Lock()
+	defer mu.Unlock()
+	// "hello", "t", "d", {"type":"object"} twice.
+	if len(seen) != 1 || seen[0] != len("hello")+len("t")+len("d")+2*len(`{"type":"object"}`) {
+		t.Errorf("observed prompt bytes %v", seen)
+	}
+	if float64(usage[0].PromptTokens) != reported["prompt_tokens"] || float64(usage[0].CompletionTokens) != reported["completion_tokens"] {
+		t.Errorf("observed usage %+v, the answer reports %v", usage[0], reported)
+	}
+}
