@@ -39,5 +39,10 @@ echo "== the binary: case studies"
 make build
 bin/secgpt casestudy --mode both
 
+echo "== the binary: a short benchmark (a smoke test, not a timed assertion)"
+bench_json=$(mktemp)
+bin/secgpt bench --latency 0 --per-category 2 --users 1,10 --json "$bench_json"
+rm -f "$bench_json"
+
 echo "== the binary: sandbox check"
 bin/secgpt sandbox-check

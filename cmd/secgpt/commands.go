@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/apps/benchapps"
 	"github.com/secgpt/secgpt/apps/ride"
 	"github.com/secgpt/secgpt/casestudy"
 	"github.com/secgpt/secgpt/hub"
@@ -82,13 +83,15 @@ func userFacing(err error) error {
 	return err
 }
 
-// ACE's attacking apps are linked into this binary for the case studies
-// and registered only where no configuration can install them: in a spoke
-// child (a child hosts only the app its hub names, and only the case
-// studies' hubs name them) and by casestudy.RunCases.
+// ACE's attacking apps and the benchmark's apps are linked into this
+// binary for the case studies and the benchmark, and registered only where
+// no configuration can install them: in a spoke child (a child hosts only
+// the app its hub names, and only the case studies' and the benchmark's
+// hubs name them), by casestudy.RunCases and by bench.Run.
 func init() {
 	if spoke.IsChild() {
 		ride.RegisterACE()
+		benchapps.Register()
 	}
 }
 

@@ -55,6 +55,8 @@ commands:
               (vanilla: the non-isolated baseline, for comparison only)
   casestudy   run the paper's case studies: secgpt casestudy [--mode isolated|vanilla|both] [--profile SERVER] [NAME...]
   doctor      check each model endpoint: which server, structured output, tool calls, context window
+  bench       measure isolated against vanilla in the shape of the paper's Table IV, and users arriving at once:
+              secgpt bench [--latency 1s] [--per-category N] [--users 1,10,50,100,200] [--json FILE]
   apps        list the installed apps
   sandbox-check  run a hostile app against the sandbox, offline, and print each attack: blocked or not, and how
   seed        load a fixture into a user's app data: secgpt seed --user ID FILE
@@ -108,6 +110,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runAsk(ctx, rest, stdout, stderr)
 	case "casestudy":
 		return runCaseStudy(ctx, rest, stdout, stderr)
+	case "bench":
+		return runBench(ctx, rest, stdout, stderr)
 	case "sandbox-check":
 		return runSandboxCheck(ctx, rest, stdout, stderr)
 	case "doctor":

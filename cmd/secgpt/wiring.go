@@ -241,17 +241,35 @@ func hubModels(m ModelsConfig) hub.Models {
 // default configuration and scratch space under dir.
 func caseStudyHub(dir string, log zerolog.Logger) func(ctx context.Context, st *store.Store, model *llm.Client, installed []apps.Spec) (*hub.Hub, func(), error) {
 	return func(ctx context.Context, st *store.Store, model *llm.Client, installed []apps.Spec) (*hub.Hub, func(), error) {
-		cfg := defaultConfig()
-		cfg.Spokes.ScratchDir = filepath.Join(dir, "scratch")
-		mgr, err := newSpokeManager(cfg, log)
+		h, mgr, err := isolatedSystem(ctx, dir, st, model, installed, log)
 		if err != nil {
-			return nil, nil, err
-		}
-		h, err := newHub(ctx, cfg, st, model, mgr, installed, newEgress(cfg), log)
-		if err != nil {
-			mgr.Close()
 			return nil, nil, err
 		}
 		return h, mgr.Close, nil
 	}
+}
+
+// isolatedSystem is the product's isolated system with the default
+// configuration, over st and model, with scratch space in a new directory
+// under dir: for the case studies and the benchmark.
+func isolatedSystem(ctx context.Context, dir string, st *store.Store, model *llm.Client, installed []apps.Spec, log zerolog.Logger) (*hub.Hub, *spoke.Manager, error) {
+	cfg := defaultConfig()
+	scratch, err := os.MkdirTemp(dir, "scratch-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("failed to create scratch directory: %w", err)
+	}
+	if err := os.Chmod(scratch, 0o711); err != nil {
+		return nil, nil, fmt.Errorf("failed to open scratch directory: %w", err)
+	}
+	cfg.Spokes.ScratchDir = scratch
+	mgr, err := newSpokeManager(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := newHub(ctx, cfg, st, model, mgr, installed, newEgress(cfg), log)
+	if err != nil {
+		mgr.Close()
+		return nil, nil, err
+	}
+	return h, mgr, nil
 }
