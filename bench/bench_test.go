@@ -40,16 +40,18 @@ func TestPercentile(t *testing.T) {
 // TestPaperMixWeighsCategories: in the paper's mix, each category weighs
 // its share of the paper's queries, however many queries it has here.
 func TestPaperMixWeighsCategories(t *testing.T) {
-	pair := func(over float64) Pair {
-		return Pair{Isolated: Measure{MS: 1000 * (1 + over)}, Vanilla: Measure{MS: 1000}, Overhead: over}
+	pair := func(over float64, isoBytes int) Pair {
+		return Pair{Isolated: Measure{MS: 1000 * (1 + over), Usage: Usage{PromptBytes: isoBytes}},
+			Vanilla: Measure{MS: 1000, Usage: Usage{PromptBytes: 100}}, Overhead: over}
 	}
 	var results []Result
-	// One no-app query with no overhead, three single-app queries with a
-	// large one: unweighted the median is large, in the paper's mix (42
-	// against 20) small.
-	results = append(results, Result{Query: Query{Category: NoApp}, Cold: pair(0), Warm: pair(0)})
+	// One no-app query with no overhead and twice vanilla's bytes, three
+	// single-app queries with a large overhead and vanilla's bytes:
+	// unweighted the median is large, in the paper's mix (42 against 20)
+	// small, and the bytes weigh likewise.
+	results = append(results, Result{Query: Query{Category: NoApp}, Cold: pair(0, 200), Warm: pair(0, 200)})
 	for range 3 {
-		results = append(results, Result{Query: Query{Category: Single}, Cold: pair(1), Warm: pair(1)})
+		results = append(results, Result{Query: Query{Category: Single}, Cold: pair(1, 100), Warm: pair(1, 100)})
 	}
 	r := &Report{Queries: results}
 	r.summarize()
@@ -68,6 +70,12 @@ func TestPaperMixWeighsCategories(t *testing.T) {
 	}
 	if got := rows[overallPaper].Cold.IsolatedMS; math.Abs(got-(42*1000+20*2000)/62.0) > 1e-9 {
 		t.Errorf("mean isolated time in the paper's mix = %v", got)
+	}
+	if got := rows[overall].Cold.BytesRatio; math.Abs(got-500.0/400) > 1e-9 {
+		t.Errorf("unweighted prompt bytes ratio = %v, want 1.25", got)
+	}
+	if got := rows[overallPaper].Cold.BytesRatio; math.Abs(got-(42*2+20*1)/62.0) > 1e-9 {
+		t.Errorf("prompt bytes ratio in the paper's mix = %v, want 104/62", got)
 	}
 }
 

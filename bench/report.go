@@ -52,7 +52,8 @@ type Stats struct {
 	Isolated Usage   `json:"isolated"`
 	Vanilla  Usage   `json:"vanilla"`
 	// CallsRatio and BytesRatio are isolated's model calls and prompt
-	// bytes over vanilla's.
+	// bytes over vanilla's, each query weighted as in the row (Isolated
+	// and Vanilla are plain sums).
 	CallsRatio float64 `json:"model_calls_ratio"`
 	BytesRatio float64 `json:"prompt_bytes_ratio"`
 }
@@ -116,6 +117,7 @@ func summarize(name string, results []Result, weights []float64) Summary {
 		pair  func(Result) Pair
 	}{{&s.Cold, func(r Result) Pair { return r.Cold }}, {&s.Warm, func(r Result) Pair { return r.Warm }}} {
 		var over, wsum float64
+		var calls, bytes [2]float64 // isolated, vanilla; weighted
 		overheads := make([]float64, len(results))
 		st := phase.stats
 		for i, res := range results {
@@ -133,6 +135,10 @@ func summarize(name string, results []Result, weights []float64) Summary {
 			wsum += w
 			st.Isolated.add(p.Isolated.Usage)
 			st.Vanilla.add(p.Vanilla.Usage)
+			calls[0] += w * float64(p.Isolated.Calls)
+			calls[1] += w * float64(p.Vanilla.Calls)
+			bytes[0] += w * float64(p.Isolated.PromptBytes)
+			bytes[1] += w * float64(p.Vanilla.PromptBytes)
 		}
 		st.IsolatedMS /= wsum
 		st.VanillaMS /= wsum
@@ -141,17 +147,17 @@ func summarize(name string, results []Result, weights []float64) Summary {
 		st.P75 = percentile(overheads, weights, 0.75)
 		st.P90 = percentile(overheads, weights, 0.90)
 		st.P95 = percentile(overheads, weights, 0.95)
-		st.CallsRatio = ratio(st.Isolated.Calls, st.Vanilla.Calls)
-		st.BytesRatio = ratio(st.Isolated.PromptBytes, st.Vanilla.PromptBytes)
+		st.CallsRatio = ratio(calls[0], calls[1])
+		st.BytesRatio = ratio(bytes[0], bytes[1])
 	}
 	return s
 }
 
-func ratio(a, b int) float64 {
+func ratio(a, b float64) float64 {
 	if b == 0 {
 		return 0
 	}
-	return float64(a) / float64(b)
+	return a / b
 }
 
 // percentile is the smallest value v such that the values up to v weigh
@@ -194,12 +200,11 @@ func (r *Report) Print(w io.Writer) {
 	}{{"cold (a new user: every spoke starts)", func(s Summary) Stats { return s.Cold }}, {"warm (the same query again)", func(s Summary) Stats { return s.Warm }}} {
 		fmt.Fprintf(w, "Isolated against vanilla, %s; overhead = isolated time / vanilla time - 1:\n", phase.name)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "category\tn\tisolated ms\tvanilla ms\tp50\tp75\tp90\tp95\tunder 0.3x\tcalls iso/van\tprompt bytes iso/van\t")
+		fmt.Fprintln(tw, "category\tn\tisolated ms\tvanilla ms\tp50\tp75\tp90\tp95\tunder 0.3x\tmodel calls iso/van\tprompt bytes iso/van\t")
 		for _, s := range r.Summary {
 			st := phase.stats(s)
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f %%\t%d/%d\t%d/%d (%.2fx)\t\n",
-				s.Name, s.N, st.IsolatedMS, st.VanillaMS, st.P50, st.P75, st.P90, st.P95, 100*st.Under,
-				st.Isolated.Calls, st.Vanilla.Calls, st.Isolated.PromptBytes, st.Vanilla.PromptBytes, st.BytesRatio)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f %%\t%.2fx\t%.2fx\t\n",
+				s.Name, s.N, st.IsolatedMS, st.VanillaMS, st.P50, st.P75, st.P90, st.P95, 100*st.Under, st.CallsRatio, st.BytesRatio)
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
