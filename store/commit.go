@@ -148,6 +148,16 @@ func (c *committer) run(batch []*writeOp) []error {
 		}
 		return errs
 	}
+	if len(batch) == 1 {
+		// Alone, a write needs no savepoint: its failure rolls back the
+		// transaction, which holds nothing else.
+		err := c.s.db.DoTxn(ctx, nil, func(ctx context.Context) error { return guard(ctx, batch[0].fn) })
+		if err == nil {
+			c.commits.Add(1)
+			c.writes.Add(1)
+		}
+		return []error{err}
+	}
 	err := c.s.db.DoTxn(ctx, nil, func(ctx context.Context) error {
 		for i, op := range batch {
 			if _, err := c.s.db.Exec(ctx, "SAVEPOINT secgpt_write"); err != nil {
