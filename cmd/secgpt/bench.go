@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	users := fs.String("users", "1,10,50,100,200", "the concurrency sweep's numbers of users arriving at once (\"\": no sweep)")
 	out := fs.String("json", "bench.json", "file to write the full report to")
 	logLevel := fs.String("log-level", "error", "log level")
+	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the hub's and the simulated model's) to the file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -46,6 +48,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return &startupError{err: fmt.Errorf("failed to open work directory: %w", err)}
 	}
 	log := newLogger(LoggingConfig{Level: *logLevel, Format: "console"}, stderr)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("failed to create the CPU profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("failed to start the CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	report, err := bench.Run(ctx, bench.Options{
 		Build: func(ctx context.Context, st *store.Store, model *llm.Client, installed []apps.Spec) (bench.System, error) {
 			h, mgr, err := isolatedSystem(ctx, dir, st, model, installed, log)
