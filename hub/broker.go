@@ -61,7 +61,7 @@ func (b *broker) Complete(ctx context.Context, req spoke.LLMRequest) (spoke.LLMR
 	if b.calls >= b.h.opts.MaxLLMCallsPerStep {
 		return spoke.LLMReply{}, fmt.Errorf("%s used up its budget of %d model calls for this step", b.label(), b.h.opts.MaxLLMCallsPerStep)
 	}
-	if size := promptSize(req); size > b.h.opts.MaxPromptBytes {
+	if size := llm.PromptBytes(req.Messages, req.Tools); size > b.h.opts.MaxPromptBytes {
 		return spoke.LLMReply{}, fmt.Errorf("%s sent a prompt of %d bytes, over the %d-byte limit", b.label(), size, b.h.opts.MaxPromptBytes)
 	}
 	if b.app == "" && len(req.Tools) > 0 {
@@ -100,20 +100,6 @@ func (b *broker) label() string {
 		return "the assistant"
 	}
 	return b.app
-}
-
-func promptSize(req spoke.LLMRequest) int {
-	n := 0
-	for _, m := range req.Messages {
-		n += len(m.Content)
-		for _, tc := range m.ToolCalls {
-			n += len(tc.Name) + len(tc.Arguments)
-		}
-	}
-	for _, t := range req.Tools {
-		n += len(t.Name) + len(t.Description) + len(t.Parameters)
-	}
-	return n
 }
 
 // notAllowed is the refusal of a call the user did not allow.

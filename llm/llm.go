@@ -73,6 +73,23 @@ type Request struct {
 	MaxTokens int `json:"max_tokens,omitempty"`
 }
 
+// PromptBytes is the size of what a model reads of messages and tools:
+// the messages' contents, their tool calls' names and arguments, and the
+// tools' names, descriptions and parameter schemas.
+func PromptBytes(msgs []Message, tools []Tool) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.Name) + len(tc.Arguments)
+		}
+	}
+	for _, t := range tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	return n
+}
+
 // Usage counts tokens as reported by the endpoint.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`

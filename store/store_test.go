@@ -337,43 +337,19 @@ func TestCrashChild(t *testing.T) {
 func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "crash.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	committed := map[int]bool{}
-	killAfter := 200
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		if n, ok := strings.CutPrefix(line, "committed "); ok {
-			i, err := strconv.Atoi(n)
-			if err != nil {
-				t.Fatalf("bad child line %q", line)
-			}
-			committed[i] = true
-			if len(committed) == killAfter {
-				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
-			}
-		} else if strings.HasPrefix(line, "error") {
-			t.Errorf("child: %s", line)
+	killDuring(t, "TestCrashChild", crashChildEnv+"="+path, 200, func(line string) bool {
+		n, ok := strings.CutPrefix(line, "committed ")
+		if !ok {
+			return false
 		}
-	}
-	err = cmd.Wait()
-	var exitErr *exec.ExitError
-	if !errors.As(err, &exitErr) || exitErr.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
-	}
-	if len(committed) < killAfter {
-		t.Fatalf("child reported %d commits before it died, want at least %d", len(committed), killAfter)
-	}
+		i, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("bad child line %q", line)
+		}
+		committed[i] = true
+		return true
+	})
 
 	s := storetest.OpenAt(t, path)
 	mem, err := s.HubMemory(ctx, "@crash:x", store.MaxListLimit)
@@ -465,45 +441,20 @@ func TestBurstCrashChild(t *testing.T) {
 func TestCrashDuringBurstLosesNothingAcknowledged(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "burst.db")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBurstCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), burstChildEnv+"="+path)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	var acked []string
 	var writes, commits int64
-	const killAfter = 600
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "ack "):
-			acked = append(acked, strings.TrimPrefix(line, "ack "))
-			if len(acked) == killAfter {
-				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
-			}
-		case strings.HasPrefix(line, "stats "):
+	killDuring(t, "TestBurstCrashChild", burstChildEnv+"="+path, 600, func(line string) bool {
+		if strings.HasPrefix(line, "stats ") {
 			if _, err := fmt.Sscanf(line, "stats %d %d", &writes, &commits); err != nil {
 				t.Fatalf("bad child line %q", line)
 			}
-		case strings.HasPrefix(line, "error"):
-			t.Errorf("child: %s", line)
 		}
-	}
-	err = cmd.Wait()
-	var exitErr *exec.ExitError
-	if !errors.As(err, &exitErr) || exitErr.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
-	}
-	if len(acked) < killAfter {
-		t.Fatalf("child acknowledged %d writes before it died, want at least %d", len(acked), killAfter)
-	}
+		key, ok := strings.CutPrefix(line, "ack ")
+		if ok {
+			acked = append(acked, key)
+		}
+		return ok
+	})
 	if writes == 0 || commits*2 > writes {
 		t.Errorf("the child made %d writes in %d commits: writes in a burst should share commits", writes, commits)
 	}
@@ -547,4 +498,46 @@ func TestCrashDuringBurstLosesNothingAcknowledged(t *testing.T) {
 		}
 	}
 	t.Logf("child acknowledged %d writes (%d writes in %d commits at its last count) before SIGKILL", len(acked), writes, commits)
+}
+
+// killDuring runs the crash child test (the test binary itself, running
+// only that test, with env set) and kills it with SIGKILL once it has
+// acknowledged killAfter writes. ack reads each line of its output and
+// reports whether it acknowledged a write; a line starting "error" fails
+// the test.
+func killDuring(t *testing.T, test, env string, killAfter int, ack func(line string) bool) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	acked := 0
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "error") {
+			t.Errorf("child: %s", line)
+			continue
+		}
+		if ack(line) {
+			if acked++; acked == killAfter {
+				if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	err = cmd.Wait()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want killed by SIGKILL", err)
+	}
+	if acked < killAfter {
+		t.Fatalf("child acknowledged %d writes before it died, want at least %d", acked, killAfter)
+	}
 }

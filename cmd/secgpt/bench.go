@@ -38,15 +38,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case fs.NArg() != 0:
 		return &usageError{msg: "bench: takes no arguments"}
 	}
-	dir, err := os.MkdirTemp("", "secgpt-bench-")
+	dir, err := spokeWorkDir("", "secgpt-bench-")
 	if err != nil {
-		return &startupError{err: fmt.Errorf("failed to create work directory: %w", err)}
+		return &startupError{err: err}
 	}
 	defer os.RemoveAll(dir)
-	// Spokes pass through this directory to their scratch under it.
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return &startupError{err: fmt.Errorf("failed to open work directory: %w", err)}
-	}
 	log := newLogger(LoggingConfig{Level: *logLevel, Format: "console"}, stderr)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)

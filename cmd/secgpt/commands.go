@@ -124,15 +124,11 @@ func runCaseStudy(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		serverProfile = &p
 	}
-	dir, err := os.MkdirTemp("", "secgpt-casestudy-")
+	dir, err := spokeWorkDir("", "secgpt-casestudy-")
 	if err != nil {
-		return &startupError{err: fmt.Errorf("failed to create work directory: %w", err)}
+		return &startupError{err: err}
 	}
 	defer os.RemoveAll(dir)
-	// Spokes pass through this directory to their scratch under it.
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return &startupError{err: fmt.Errorf("failed to open work directory: %w", err)}
-	}
 	log := newLogger(LoggingConfig{Level: *logLevel, Format: "console"}, stderr)
 	rows, err := casestudy.RunCases(ctx, casestudy.Options{
 		BuildHub: caseStudyHub(dir, log), Dir: dir, Latency: *latency, Profile: serverProfile, Log: log,

@@ -48,15 +48,11 @@ func runSandboxCheck(ctx context.Context, args []string, stdout, stderr io.Write
 	if fs.NArg() > 0 {
 		return &usageError{msg: "sandbox-check takes no arguments"}
 	}
-	dir, err := os.MkdirTemp("", "secgpt-sandbox-check-")
+	dir, err := spokeWorkDir("", "secgpt-sandbox-check-")
 	if err != nil {
-		return &startupError{err: fmt.Errorf("failed to create the check's directory: %w", err)}
+		return &startupError{err: err}
 	}
 	defer os.RemoveAll(dir)
-	// The spokes' uid must pass through to their scratch directories.
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return &startupError{err: fmt.Errorf("failed to open the check's directory: %w", err)}
-	}
 
 	cfg := defaultConfig()
 	hostile.Register()

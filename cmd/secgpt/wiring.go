@@ -254,12 +254,9 @@ func caseStudyHub(dir string, log zerolog.Logger) func(ctx context.Context, st *
 // under dir: for the case studies and the benchmark.
 func isolatedSystem(ctx context.Context, dir string, st *store.Store, model *llm.Client, installed []apps.Spec, log zerolog.Logger) (*hub.Hub, *spoke.Manager, error) {
 	cfg := defaultConfig()
-	scratch, err := os.MkdirTemp(dir, "scratch-")
+	scratch, err := spokeWorkDir(dir, "scratch-")
 	if err != nil {
-		return nil, nil, fmt.Errorf("failed to create scratch directory: %w", err)
-	}
-	if err := os.Chmod(scratch, 0o711); err != nil {
-		return nil, nil, fmt.Errorf("failed to open scratch directory: %w", err)
+		return nil, nil, err
 	}
 	cfg.Spokes.ScratchDir = scratch
 	mgr, err := newSpokeManager(cfg, log)
@@ -272,4 +269,19 @@ func isolatedSystem(ctx context.Context, dir string, st *store.Store, model *llm
 		return nil, nil, err
 	}
 	return h, mgr, nil
+}
+
+// spokeWorkDir creates a new temporary directory in parent (the system's
+// when "") for spokes' scratch directories to live under: a spoke, under
+// a uid of its own, must pass through it, and may list nothing in it.
+func spokeWorkDir(parent, prefix string) (string, error) {
+	dir, err := os.MkdirTemp(parent, prefix)
+	if err != nil {
+		return "", fmt.Errorf("failed to create a work directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", fmt.Errorf("failed to open the work directory to spokes: %w", err)
+	}
+	return dir, nil
 }

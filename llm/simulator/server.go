@@ -273,16 +273,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request) {
 // contents, tool calls' names and arguments, offered tools' names,
 // descriptions and parameter schemas, and the response format's schema.
 func (r *ChatRequest) PromptBytes() int {
-	n := 0
-	for _, m := range r.Messages {
-		n += len(m.Content)
-		for _, tc := range m.ToolCalls {
-			n += len(tc.Name) + len(tc.Arguments)
-		}
-	}
-	for _, t := range r.Tools {
-		n += len(t.Name) + len(t.Description) + len(t.Parameters)
-	}
+	n := llm.PromptBytes(r.Messages, r.Tools)
 	if r.ResponseFormat != nil && r.ResponseFormat.JSONSchema != nil {
 		n += len(r.ResponseFormat.JSONSchema.Schema)
 	}
