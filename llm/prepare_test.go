@@ -181,7 +181,7 @@ func TestPrepareFoldsToolsOverTheLimit(t *testing.T) {
 // pattern: anchored, with no escape a grammar compiler copies verbatim,
 // and still a regular expression when the original was one.
 func FuzzGrammarPattern(f *testing.F) {
-	for _, seed := range []string{`^[^@\s]+@[^@\s]+\.[^@\s]+$`, `^\d{2}-\w+$`, `^[\w-]+$`, `^a\/b$`, `x`, `^(?:a)$`, `^[\S]$`, `^\$`} {
+	for _, seed := range []string{`^[^@\s]+@[^@\s]+\.[^@\s]+$`, `^\d{2}-\w+$`, `^[\w-]+$`, `^a\/b$`, `x`, `^(?:a)$`, `^[\S]$`, `^\$`, `^[\w-0]$`, `^[\d--]$`} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, pattern string) {

@@ -118,15 +118,27 @@ func grammarPattern(pattern string) (string, bool) {
 				return "", false
 			}
 			if inClass && e == "-" {
+				if i+1 < len(body) && body[i+1] == '-' {
+					return "", false // an escaped "-" that starts a range
+				}
 				classTail = "-" // a literal "-" is safe only last in a class
 				continue
 			}
 			out.WriteString(e)
+			// After a class escape such as \w a "-" cannot start a range
+			// (its expansion ends in a character that would): it is a
+			// literal, moved to the end of the class.
+			for inClass && len(e) > 1 && i+1 < len(body) && body[i+1] == '-' {
+				classTail = "-"
+				i++
+			}
 		case inClass && c == ']':
 			if out.Len() == classStart {
 				return "", false // "[]" and "[^]" mean different things to different engines
 			}
-			out.WriteString(classTail)
+			if !strings.HasSuffix(out.String(), "-") { // else "-" is in the class already
+				out.WriteString(classTail)
+			}
 			out.WriteByte(']')
 			inClass, classTail = false, ""
 		case inClass:
@@ -169,8 +181,9 @@ func translateEscape(c byte, inClass bool) (string, bool) {
 		return `\` + string(c), true
 	case strings.IndexByte(`^$.[]()|{}*+?`, c) >= 0:
 		// Escaped in a regular expression and understood by the
-		// converter; in a class only the brackets need it.
-		if inClass && c != '[' && c != ']' {
+		// converter; in a class only the brackets need it, and "^",
+		// which would negate a class it opens.
+		if inClass && c != '[' && c != ']' && c != '^' {
 			return string(c), true
 		}
 		return `\` + string(c), true
