@@ -24,7 +24,7 @@ import (
 //     carried to the others by Landlock and seccomp's TSYNC);
 //  5. Landlock: read-only access to the executable and the libraries it
 //     maps, to p.ReadOnly, and for ProfileExec and ProfileExecNet to the
-//     system libraries; EXECUTE only on p.ExecPath and its ELF interpreter;
+//     system paths (systemPaths); EXECUTE only on p.ExecPath and its ELF interpreter;
 //     read-write access to p.Scratch; no TCP or UDP port but, for
 //     ProfileExecNet, TCP connect to p.ProxyPort; abstract unix sockets and
 //     signals scoped to the spoke;

@@ -31,10 +31,19 @@ const (
 		ll.AccessFSMakeReg | ll.AccessFSMakeDir | ll.AccessFSRemoveFile | ll.AccessFSRemoveDir
 )
 
-// systemLibraryPaths are what the dynamic loader of an exec-profile program
-// reads: world-readable system libraries and the loader cache, no secrets.
-// They are readable, never executable.
-var systemLibraryPaths = []string{"/etc/ld.so.cache", "/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib"}
+// systemPaths are what every exec-profile program may read beyond its own
+// files: what the dynamic loader and interpreters read as they start. All
+// are world-readable system files that hold no secret; none is writable or
+// executable. Paths this machine lacks are skipped.
+var systemPaths = []struct{ path, reason string }{
+	{"/etc/ld.so.cache", "the dynamic loader's cache"},
+	{"/lib", "system libraries (the dynamic loader maps them; never executable by a path)"},
+	{"/lib64", "system libraries"},
+	{"/usr", "system libraries and interpreters' standard libraries and data (CPython's /usr/lib/python3.*, Node's modules, /usr/share/zoneinfo)"},
+	{"/etc/ssl/openssl.cnf", "OpenSSL's configuration: Node and CPython's ssl module load it at start and Node exits without it"},
+	{"/etc/ssl/certs", "the public CA certificates; never /etc/ssl/private, which a hub in group ssl-cert could read"},
+	{"/etc/localtime", "the local time zone"},
+}
 
 // landlockSupport reports the kernel's Landlock ABI version.
 func landlockSupport() (int, string) {
@@ -98,7 +107,8 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		if interp != "" {
 			lp.Exec = append(lp.Exec, interp)
 		}
-		for _, path := range systemLibraryPaths {
+		for _, sp := range systemPaths {
+			path := sp.path
 			st, err := os.Stat(path)
 			switch {
 			case errors.Is(err, os.ErrNotExist):

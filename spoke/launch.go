@@ -61,18 +61,6 @@ func launcherMain() int {
 	return exitSandbox
 }
 
-// serverReadOnly are the paths every external app's server may read beyond
-// its own (its directory, scripts and declared paths) and the system
-// libraries the exec profile already allows: what interpreters read as
-// they start. All are world-readable system files that hold no secret;
-// none is writable or executable. Paths this machine lacks are skipped.
-var serverReadOnly = []struct{ path, reason string }{
-	{"/usr", "interpreters' standard libraries and data (CPython's /usr/lib/python3.*, Node's modules, /usr/share/zoneinfo)"},
-	{"/etc/ssl/openssl.cnf", "OpenSSL's configuration (CPython's ssl module loads it)"},
-	{"/etc/ssl/certs", "the public CA certificates; never /etc/ssl/private, which a hub in group ssl-cert could read"},
-	{"/etc/localtime", "the local time zone"},
-}
-
 // serverPolicy is the sandbox of an external app's server: the exec profile
 // with the spoke's own limits and scratch directory, its command as the one
 // executable, and with egress (proxyPort set) the exec_net profile, which
@@ -102,11 +90,6 @@ func serverPolicy(decl External, spoke sandbox.Policy, proxyPort uint16) sandbox
 			if st, err := os.Stat(arg); err == nil && st.Mode().IsRegular() {
 				add(arg)
 			}
-		}
-	}
-	for _, ro := range serverReadOnly {
-		if _, err := os.Stat(ro.path); err == nil {
-			add(ro.path)
 		}
 	}
 	return p
