@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/secgpt/secgpt/sandbox"
@@ -84,7 +85,9 @@ func TestRuntimesUnderExec(t *testing.T) {
 		t.Run(rt.name, func(t *testing.T) {
 			s := script(t, rt.script)
 			p := execPolicy(t, rt.path, s)
-			out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "exec", Args: []string{rt.path, s, p.Scratch}})
+			cg := sbxtest.RequireCgroup(t, p.Limits.WithDefaults(p.Profile))
+			p.Cgroup = true
+			out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "exec", Args: []string{rt.path, s, p.Scratch}, Cgroup: cg})
 			steps := lastJSON(t, out)
 			if len(steps) == 0 {
 				t.Fatalf("%s wrote no result: exit %d signal %v\nstdout: %s\nstderr: %s", rt.name, out.ExitCode, out.Signal, out.Stdout, tail(out.Stderr))
@@ -110,4 +113,36 @@ func lastJSON(t *testing.T, out sbxtest.Outcome) map[string]any {
 		return nil
 	}
 	return m
+}
+
+// TestMemoryBound: an interpreter that allocates past its cgroup's memory
+// bound is killed by the kernel, and the cgroup counts the kill; below the
+// bound the same allocation succeeds.
+func TestMemoryBound(t *testing.T) {
+	sbxtest.RequireFull(t)
+	py := sbxtest.Python(t)
+	if py == "" {
+		t.Skip("no CPython on this machine")
+	}
+	for _, tt := range []struct {
+		name   string
+		memory uint64
+		killed bool
+	}{
+		{"over the bound", 64 << 20, true},
+		{"under the bound", 512 << 20, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := execPolicy(t, py)
+			p.Limits.Memory = tt.memory
+			p.Cgroup = true
+			cg := sbxtest.RequireCgroup(t, p.Limits.WithDefaults(p.Profile))
+			code := "b = bytearray(200 << 20); b[::4096] = b'x' * len(b[::4096]); print('allocated')"
+			out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "exec", Args: []string{py, "-c", code}, Cgroup: cg})
+			killed := out.Signal == syscall.SIGKILL
+			if killed != tt.killed || (killed && cg.OOMKills() == 0) {
+				t.Fatalf("killed %v (signal %v, oom kills %d), want %v\nstdout: %s\nstderr: %s", killed, out.Signal, cg.OOMKills(), tt.killed, out.Stdout, tail(out.Stderr))
+			}
+		})
+	}
 }

@@ -71,6 +71,7 @@ func serverPolicy(decl External, spoke sandbox.Policy, proxyPort uint16) sandbox
 		Limits:      spoke.Limits,
 		Scratch:     spoke.Scratch,
 		ExecPath:    decl.Command,
+		Cgroup:      spoke.Cgroup,
 		AllowWeaker: spoke.AllowWeaker,
 	}
 	if proxyPort != 0 {

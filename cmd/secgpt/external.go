@@ -232,23 +232,11 @@ func (e ExternalApp) codeIdentity() (string, error) {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// limits are the app's sandbox limits: the defaults, the config's for every
-// spoke and for the app, then its declaration's.
+// limits are the app's sandbox limits: the exec profile's defaults (its
+// server's profile: the spoke's cgroup holds the server), the config's for
+// every spoke and for the app, then its declaration's.
 func (e ExternalApp) limits(sb SandboxConfig) sandbox.Limits {
-	l := sandboxLimits(sb, e.Name)
-	if e.Limits.CPUSeconds > 0 {
-		l.CPUSeconds = e.Limits.CPUSeconds
-	}
-	if e.Limits.AddressSpaceBytes > 0 {
-		l.AddressSpace = e.Limits.AddressSpaceBytes
-	}
-	if e.Limits.FileSizeBytes > 0 {
-		l.FileSize = e.Limits.FileSizeBytes
-	}
-	if e.Limits.OpenFiles > 0 {
-		l.OpenFiles = e.Limits.OpenFiles
-	}
-	return l
+	return overrideLimits(sandbox.DefaultLimitsFor(sandbox.ProfileExec), sb.LimitsConfig, sb.Apps[e.Name], e.Limits)
 }
 
 // appLimits are the sandbox limits of any installed app.

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/secgpt/secgpt/sandbox"
 )
 
 // Node24Env names the variable that holds the path of Node 24's binary
@@ -96,3 +98,17 @@ func copyFile(from, to string) error {
 	return nil
 }
 
+// RequireCgroup returns a new cgroup bounded by l, removed after tb, or
+// skips tb where the machine offers none.
+func RequireCgroup(tb testing.TB, l sandbox.Limits) *sandbox.Cgroup {
+	tb.Helper()
+	if ok, why := sandbox.CgroupSupport(); !ok {
+		tb.Skipf("no cgroup per spoke on this machine: %s", why)
+	}
+	cg, err := sandbox.NewCgroup(l)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cg.Remove)
+	return cg
+}

@@ -26,6 +26,9 @@ w.on('exit', async () => {
   try { await fs.promises.writeFile(path.join(dir, 'p.txt'), 'x'); await fs.promises.rm(path.join(dir, 'p.txt')); out.promises = 'ok'; } catch (e) { out.promises = e.code || String(e); }
   setTimeout(() => {
     out.fetch_defined = typeof fetch === 'function' ? 'ok' : typeof fetch;
+    // V8 reserves about 10 GiB of address space for WebAssembly memory
+    // (undici, inside fetch, uses it): no RLIMIT_AS may stand in the way.
+    try { new WebAssembly.Memory({ initial: 1 }); out.wasm = 'ok'; } catch (e) { out.wasm = String(e); }
     console.log(JSON.stringify(out));
   }, 20);
 });
