@@ -149,6 +149,10 @@ type Policy struct {
 	// ReadOnly are extra absolute paths (files or directories) the spoke may
 	// read. The executable and the libraries it maps are added by Enter.
 	ReadOnly []string `json:"read_only,omitempty"`
+	// ReadWrite are extra absolute paths (files or directories) the spoke
+	// may read and write, as it may its scratch: an external app's declared
+	// read_write paths.
+	ReadWrite []string `json:"read_write,omitempty"`
 	// ExecPath is, for ProfileExec and ProfileExecNet only, the absolute
 	// path of the one ELF executable the spoke may execute (see Exec).
 	ExecPath string `json:"exec_path,omitempty"`
@@ -200,6 +204,14 @@ func (p Policy) Validate() error {
 	for _, path := range p.ReadOnly {
 		if err := checkPath("read_only", path); err != nil {
 			return err
+		}
+	}
+	for _, path := range p.ReadWrite {
+		if err := checkPath("read_write", path); err != nil {
+			return err
+		}
+		if path == "/" {
+			return policyError("read_write may not be the root directory")
 		}
 	}
 	l := p.Limits.WithDefaults(p.Profile)

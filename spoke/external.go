@@ -36,6 +36,10 @@ type External struct {
 	Dir string `json:"dir,omitempty"`
 	// ReadOnly are further absolute paths the server may read.
 	ReadOnly []string `json:"read_only,omitempty"`
+	// ReadWrite are further absolute paths the server may read and write.
+	// Here and in Args, Dir and ReadOnly, a leading ScratchPlaceholder
+	// stands for the (user, app)'s scratch directory.
+	ReadWrite []string `json:"read_write,omitempty"`
 	// Description, when set, replaces the server's instructions as the
 	// app's description.
 	Description string `json:"description,omitempty"`

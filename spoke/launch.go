@@ -78,7 +78,8 @@ func serverPolicy(decl External, spoke sandbox.Policy, proxyPort uint16) sandbox
 		p.Profile, p.ProxyPort = sandbox.ProfileExecNet, proxyPort
 	}
 	add := func(path string) {
-		if path != "" && !slices.Contains(p.ReadOnly, path) {
+		// What is in scratch is readable (and writable) already.
+		if path != "" && !slices.Contains(p.ReadOnly, path) && !within(path, p.Scratch) {
 			p.ReadOnly = append(p.ReadOnly, path)
 		}
 	}
@@ -86,11 +87,19 @@ func serverPolicy(decl External, spoke sandbox.Policy, proxyPort uint16) sandbox
 	for _, path := range decl.ReadOnly {
 		add(path)
 	}
+	// Files and directories named in args (scripts, a filesystem server's
+	// roots) are readable; never the whole file system, and not what is
+	// already in scratch or declared read-write.
 	for _, arg := range decl.Args {
-		if filepath.IsAbs(arg) && filepath.Clean(arg) == arg {
-			if st, err := os.Stat(arg); err == nil && st.Mode().IsRegular() {
+		if filepath.IsAbs(arg) && filepath.Clean(arg) == arg && arg != "/" && !within(arg, p.Scratch) && !slices.Contains(decl.ReadWrite, arg) {
+			if st, err := os.Stat(arg); err == nil && (st.Mode().IsRegular() || st.IsDir()) {
 				add(arg)
 			}
+		}
+	}
+	for _, path := range decl.ReadWrite {
+		if !within(path, p.Scratch) && !slices.Contains(p.ReadWrite, path) {
+			p.ReadWrite = append(p.ReadWrite, path)
 		}
 	}
 	return p

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,12 +103,13 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 	if decl.CallTimeout <= 0 {
 		e.decl.CallTimeout = defaultCallTimeout
 	}
-	// A home and a temporary directory, unless the app set its own: the
-	// scratch directory, the one place it may write.
-	for _, k := range []string{"HOME", "TMPDIR"} {
-		if policy.Scratch != "" && !slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, k+"=") }) {
-			env = append(env, k+"="+policy.Scratch)
-		}
+	// A home, XDG directories and a temporary directory in the scratch
+	// directory, and the declaration's placeholders expanded (serverfiles.go).
+	if e.decl, err = withScratch(e.decl, policy.Scratch); err != nil {
+		return nil, err
+	}
+	if env, err = scratchVars(env, policy.Scratch); err != nil {
+		return nil, err
 	}
 	var port uint16
 	if decl.Egress && policy.Scratch == "" {

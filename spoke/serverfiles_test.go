@@ -1,0 +1,89 @@
+package spoke_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/secgpt/secgpt/spoke/mcptest"
+)
+
+// TestServerFiles: a server keeps state where ecosystem servers do
+// ($XDG_DATA_HOME, through $TMPDIR), per user and across spokes; a
+// declared read_write directory, also one named with {scratch}, is
+// writable; a directory named in args is readable but not writable, and a
+// write anywhere else is refused.
+func TestServerFiles(t *testing.T) {
+	requireSandbox(t)
+	shared := mcptest.Dir(t) // read-write for the app, outside every scratch
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	docs := mcptest.Dir(t) // named in args: readable only
+	app := pythonApp(t, "files", "files.py", docs)
+	app.Decl.ReadWrite = []string{shared, "{scratch}/exports"}
+	w := mcptest.NewWiring(t, app)
+	w.Discover(t, "files")
+	m := w.Manager(t, nil)
+	call := func(user, function, args string) (string, bool) {
+		t.Helper()
+		res, _, err := runFunction(t, m, user, "files", function, args)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", function, err, w.Logs)
+		}
+		var out struct {
+			Text string `json:"untrusted_text"`
+		}
+		_ = json.Unmarshal(res.Output, &out)
+		if res.Error != "" {
+			return res.Error, false
+		}
+		return out.Text, true
+	}
+	const alice, bob = "@alice:example.org", "@bob:example.org"
+	for _, note := range []string{"one", "two"} {
+		if got, ok := call(alice, "remember", `{"note":"`+note+`"}`); !ok || !strings.Contains(got, note) {
+			t.Fatalf("remember %s: %q %v", note, got, ok)
+		}
+	}
+	if got, _ := call(bob, "remember", `{"note":"bob's"}`); got != `["bob's"]` {
+		t.Errorf("bob sees %s, want only his own note", got)
+	}
+	where, _ := call(alice, "where", `{}`)
+	var env map[string]string
+	if err := json.Unmarshal([]byte(where), &env); err != nil {
+		t.Fatalf("where: %q", where)
+	}
+	scratch := env["HOME"]
+	if !strings.HasPrefix(scratch, w.ScratchRoot()) || env["XDG_DATA_HOME"] != filepath.Join(scratch, ".local/share") || env["TMPDIR"] != filepath.Join(scratch, "tmp") {
+		t.Errorf("environment %v, want HOME, XDG_* and TMPDIR in the scratch under %s", env, w.ScratchRoot())
+	}
+
+	// A new spoke (a restart of secgpt) finds alice's notes.
+	m.StopUser(alice)
+	if got, _ := call(alice, "remember", `{"note":"three"}`); got != `["one", "two", "three"]` {
+		t.Errorf("after a restart alice has %s", got)
+	}
+
+	tests := []struct {
+		name, path string
+		written    bool
+	}{
+		{"declared read_write directory", filepath.Join(shared, "out.txt"), true},
+		{"declared {scratch}/exports", filepath.Join(scratch, "exports", "out.txt"), true},
+		{"directory named in args", filepath.Join(docs, "out.txt"), false},
+		{"/tmp", filepath.Join(os.TempDir(), "secgpt-files-test.txt"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args, _ := json.Marshal(map[string]string{"path": tt.path, "text": "x"})
+			got, _ := call(alice, "write_file", string(args))
+			_, err := os.Stat(tt.path)
+			if (got == "written") != tt.written || (err == nil) != tt.written {
+				t.Errorf("write %s: %q (file there: %v), want written %v", tt.path, got, err == nil, tt.written)
+			}
+		})
+	}
+}
