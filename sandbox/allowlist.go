@@ -252,6 +252,14 @@ var genericRules = []rule{
 		"keep-alive probe count (Node 24, Go)"},
 	{"shutdown", always, actAllow, inExecNet, "half-close a connection to the egress proxy (HTTP clients)"},
 
+	// The spoke of an external app serves its server's seccomp listener
+	// (Policy.Notify): only these two requests, which act on a listener
+	// and nothing else.
+	{"ioctl", []cond{{Arg: 1, Op: opEq, Value: unix.SECCOMP_IOCTL_NOTIF_RECV}}, actAllow, inStrict | inProxy,
+		"receive a syscall its server's filter refused, to name it (sandbox.ServeListener)"},
+	{"ioctl", []cond{{Arg: 1, Op: opEq, Value: unix.SECCOMP_IOCTL_NOTIF_SEND}}, actAllow, inStrict | inProxy,
+		"refuse that syscall with EPERM (sandbox.ServeListener never lets one through)"},
+
 	// Randomness and limits, read-only.
 	{"getrandom", always, actAllow, inBoth, "crypto/rand and runtime seeding"},
 	{"prlimit64", []cond{{Arg: 2, Op: opEq, Value: 0}}, actAllow, inExec,
@@ -284,7 +292,7 @@ var genericRules = []rule{
 	{"pselect6", always, actAllow, inExec, "wait for descriptors (CPython's select.select, time.sleep)"},
 	{"rt_sigtimedwait", always, actAllow, inExec, "wait for a signal sent to itself (CPython's signal.sigtimedwait, Node's signal thread)"},
 	{"rt_sigsuspend", always, actAllow, inExec, "wait for a signal (signal.pause)"},
-	{"wait4", always, actAllow, inExec, "reap a child: there can be none (fork is refused), so it only fails with ECHILD"},
+	{"wait4", always, actAllow, inBoth, "an external app's spoke reaps its server to say how it ended; elsewhere there is no child (fork is refused): ECHILD"},
 	{"waitid", always, actAllow, inExec, "reap a child: as wait4"},
 	{"fsync", always, actAllow, inExec, "flush its files to disk (the memory server's graph, SQLite, os.fsync)"},
 	{"fdatasync", always, actAllow, inExec, "flush its files' data to disk (SQLite, Node's fs.fdatasync)"},
@@ -320,6 +328,8 @@ var genericRules = []rule{
 	{"capget", always, actAllow, inExec, "read own capabilities (Node's start-up); it holds none"},
 	{"clock_getres", always, actAllow, inExec, "timer resolution (time.get_clock_info, libuv)"},
 	{"prctl", []cond{{Arg: 0, Op: opEq, Value: unix.PR_SET_NAME}}, actAllow, inExec, "name own threads (Node's worker and platform threads)"},
+	{"prctl", []cond{{Arg: 0, Op: opEq, Value: unix.PR_SET_VMA}, {Arg: 1, Op: opEq, Value: unix.PR_SET_VMA_ANON_NAME}}, actAllow, inBoth,
+		"name own anonymous mappings (the Go 1.25+ runtime names its heap; V8 its regions)"},
 	{"prctl", []cond{{Arg: 0, Op: opEq, Value: unix.PR_GET_NAME}}, actAllow, inExec, "read own thread names"},
 	{"recvmsg", always, actAllow, inExec, "receive on its own socket (asyncio, libuv stdio); receiving reaches no one"},
 	{"pkey_alloc", always, actAllow, inExec, "V8 (Node 24) protects its JIT memory with protection keys; within its own address space"},

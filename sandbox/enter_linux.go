@@ -47,7 +47,7 @@ import (
 // fine: every thread is confined, and descriptors the process opened
 // itself are kept.
 func Enter(p Policy) (Report, error) {
-	var rep Report
+	rep := Report{Listener: -1}
 	if err := p.Validate(); err != nil {
 		return rep, err
 	}
@@ -142,10 +142,11 @@ func Enter(p Policy) (Report, error) {
 	}
 
 	if scOK {
-		detail, err := installSeccomp(p.Profile)
+		detail, listener, err := installSeccomp(p.Profile, p.Notify && p.Profile.executes())
 		if err != nil {
 			return rep, err
 		}
+		rep.Listener = listener
 		rep.add("seccomp", true, fmt.Sprintf("profile %s: %s", p.Profile, detail))
 	} else {
 		rep.add("seccomp", false, "weaker sandbox allowed: "+scDetail)

@@ -163,6 +163,12 @@ type Policy struct {
 	// Namespaces asks for new user, PID, network and IPC namespaces. It is
 	// best effort: Prepare uses what Probe found and Enter reports it.
 	Namespaces bool `json:"namespaces,omitempty"`
+	// Notify, for ProfileExec and ProfileExecNet, sends a syscall the
+	// filter refuses to a listener (Report.Listener) instead of failing it
+	// at once: the parent that takes the listener (TakeListener) names the
+	// syscall and fails it with EPERM (ServeListener). Syscalls the table
+	// kills or fails with ENOSYS are not sent.
+	Notify bool `json:"notify,omitempty"`
 	// Cgroup says the parent bounds the spoke's memory and tasks with a
 	// cgroup of its own (NewCgroup): ProfileExec and ProfileExecNet then
 	// leave RLIMIT_AS unlimited, which runtimes that reserve large virtual
@@ -322,6 +328,12 @@ type Protection struct {
 // applied.
 type Report struct {
 	Protections []Protection `json:"protections"`
+	// Listener is, under Policy.Notify, the close-on-exec descriptor of
+	// the seccomp listener that receives every syscall the filter
+	// refuses; -1 otherwise. The caller hands it to its parent (see
+	// TakeListener) and closes it before it executes anything: a program
+	// holding its own listener could answer for the filter.
+	Listener int `json:"-"`
 }
 
 // namespacesProtection names the one best-effort entry of a Report.

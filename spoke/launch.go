@@ -44,6 +44,12 @@ func launcherMain() int {
 		fmt.Fprintln(os.Stderr, "secgpt-launch: refusing to start the app's server: it would inherit a socket on fd 3")
 		return exitSandbox
 	}
+	if policy.Notify {
+		// The listener's pipes survive Enter (which closes what is not
+		// close-on-exec) and end at Exec.
+		syscall.CloseOnExec(listenerFD)
+		syscall.CloseOnExec(listenerAckFD)
+	}
 	// Enter clears the environment; the server gets it back from Exec.
 	env := os.Environ()
 	report, err := sandbox.Enter(policy)
@@ -51,10 +57,16 @@ func launcherMain() int {
 		fmt.Fprintf(os.Stderr, "secgpt-launch: refusing to start the app's server: its sandbox could not be applied: %v\n", err)
 		return exitSandbox
 	}
+	if policy.Notify {
+		if err := handOverListener(report.Listener); err != nil {
+			fmt.Fprintf(os.Stderr, "secgpt-launch: refusing to start the app's server: %v\n", err)
+			return exitSandbox
+		}
+	}
 	if report.Weaker() {
 		fmt.Fprintf(os.Stderr, "secgpt-launch: WARNING: the app's server runs with a weaker sandbox: %s\n", report)
 	} else {
-		fmt.Fprintf(os.Stderr, "secgpt-launch: the app's server is confined: %s\n", report)
+		fmt.Fprintf(os.Stderr, "%s%s\n", launchBanner, report)
 	}
 	err = sandbox.Exec(policy, fs.Args(), env)
 	fmt.Fprintf(os.Stderr, "secgpt-launch: failed to start the app's server: %v\n", err)
@@ -72,6 +84,7 @@ func serverPolicy(decl External, spoke sandbox.Policy, proxyPort uint16) sandbox
 		Scratch:     spoke.Scratch,
 		ExecPath:    decl.Command,
 		Cgroup:      spoke.Cgroup,
+		Notify:      true,
 		AllowWeaker: spoke.AllowWeaker,
 	}
 	if proxyPort != 0 {
@@ -111,6 +124,12 @@ type serverProcess struct {
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
 	stderr io.ReadCloser
+	// listener is its seccomp listener (Policy.Notify); nil without one.
+	listener *os.File
+	// exited is closed once the spoke has reaped it; status is then how
+	// it ended.
+	exited chan struct{}
+	status syscall.WaitStatus
 }
 
 // startServer starts the launcher, which confines itself with policy and
@@ -133,7 +152,22 @@ func startServer(decl External, policy sandbox.Policy, env []string) (*serverPro
 	if cmd.Dir == "" {
 		cmd.Dir = policy.Scratch
 	}
-	p := &serverProcess{}
+	p := &serverProcess{exited: make(chan struct{})}
+	var fromLauncher, toLauncher *os.File
+	if policy.Notify {
+		var childEnds []*os.File
+		if fromLauncher, toLauncher, childEnds, err = listenerPipes(); err != nil {
+			return nil, err
+		}
+		defer fromLauncher.Close()
+		defer toLauncher.Close()
+		cmd.ExtraFiles = childEnds // fds 3 and 4
+		defer func() {
+			for _, f := range childEnds {
+				f.Close()
+			}
+		}()
+	}
 	if p.stdin, err = cmd.StdinPipe(); err == nil {
 		if p.stdout, err = cmd.StdoutPipe(); err == nil {
 			p.stderr, err = cmd.StderrPipe()
@@ -148,6 +182,16 @@ func startServer(decl External, policy sandbox.Policy, env []string) (*serverPro
 	p.pid = cmd.Process.Pid
 	if p.pid <= 0 {
 		return nil, errors.New("failed to start the server's launcher: no process")
+	}
+	go p.reap()
+	if policy.Notify {
+		for _, f := range cmd.ExtraFiles {
+			f.Close()
+		}
+		if p.listener, err = takeListener(p.pid, fromLauncher, toLauncher); err != nil {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			return nil, err
+		}
 	}
 	return p, nil
 }

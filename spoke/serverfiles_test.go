@@ -2,11 +2,15 @@ package spoke_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/secgpt/secgpt/spoke"
 	"github.com/secgpt/secgpt/spoke/mcptest"
 )
 
@@ -86,4 +90,32 @@ func TestServerFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDiagnosisNamesRefusedSyscall: a server that dies of a syscall the
+// sandbox refused is reported with its exit status, the syscall by name and
+// its own last words, not the launcher's banner.
+func TestDiagnosisNamesRefusedSyscall(t *testing.T) {
+	requireSandbox(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the fixture calls personality by its x86-64 number")
+	}
+	w := mcptest.NewWiring(t, pythonApp(t, "refused", "refused.py"))
+	_, err := w.TryDiscover("refused")
+	var d *spoke.Diagnosis
+	if err == nil || !errors.As(err, &d) {
+		t.Fatalf("discovery error %v, want a diagnosis", err)
+	}
+	if d.App != "refused" || d.Exit != "exit status 5" || !slices.Contains(d.Refused, "personality") {
+		t.Errorf("diagnosis %+v, want exit status 5 and personality refused", d)
+	}
+	if len(d.Stderr) == 0 || !strings.Contains(d.Stderr[len(d.Stderr)-1], "personality failed: Operation not permitted") {
+		t.Errorf("stderr tail %q, want the server's own last line", d.Stderr)
+	}
+	for _, line := range d.Stderr {
+		if strings.HasPrefix(line, "secgpt-launch: the app's server is confined") {
+			t.Errorf("the launcher's banner crowds the server's last words: %q", d.Stderr)
+		}
+	}
+	t.Logf("%v", err)
 }
