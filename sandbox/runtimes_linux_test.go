@@ -4,9 +4,11 @@ package sandbox_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -145,4 +147,67 @@ func TestMemoryBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRefusedClassesFromPython makes, from CPython under the exec profile,
+// one syscall of each class of kernel attack surface the filter refuses,
+// through ctypes, each in a fresh process: it must fail with the errno the
+// table gives, or the process must die of SIGSYS.
+func TestRefusedClassesFromPython(t *testing.T) {
+	sbxtest.RequireFull(t)
+	if goruntime.GOARCH != "amd64" {
+		t.Skip("the snippets use x86-64 syscall numbers")
+	}
+	py := sbxtest.Python(t)
+	if py == "" {
+		t.Skip("no CPython on this machine")
+	}
+	const cloneNewUser = 0x10000000
+	tests := []struct {
+		class string
+		nr    int
+		args  string
+		errno string // "" means killed by SIGSYS
+	}{
+		{"io_uring", 425, "8, 0", "ENOSYS"},
+		{"bpf", 321, "0, 0, 0", ""},
+		{"userfaultfd", 323, "0", ""},
+		{"keyctl", 250, "0, 0", ""},
+		{"ptrace", 101, "16, 1", ""},
+		{"process_vm_readv", 310, "1, 0, 0, 0, 0, 0", ""},
+		{"mount", 165, "0, 0, 0, 0, 0", ""},
+		{"unshare", 272, fmt.Sprint(cloneNewUser), ""},
+		{"setns", 308, "0, 0", ""},
+		{"clone into a namespace", 56, fmt.Sprint(cloneNewUser), "EPERM"},
+		{"perf_event_open", 298, "0, 0, -1, -1, 0", ""},
+		{"kexec_load", 246, "0, 0, 0, 0", ""},
+		{"init_module", 175, "0, 0, 0", ""},
+		{"personality", 135, "0xffffffff", "EPERM"},
+		{"fork", 57, "", "EPERM"},
+		{"execveat", 322, "-100, 0, 0, 0, 0", "EPERM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.class, func(t *testing.T) {
+			code := fmt.Sprintf("import ctypes, errno, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"+
+				"r = libc.syscall(%d%s)\nprint('refused', errno.errorcode.get(ctypes.get_errno(), '?') if r < 0 else 'allowed', flush=True)\n",
+				tt.nr, prefixComma(tt.args))
+			p := execPolicy(t, py)
+			out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "exec", Args: []string{py, "-c", code}})
+			switch {
+			case tt.errno == "":
+				if out.Signal != syscall.SIGSYS {
+					t.Fatalf("want killed by SIGSYS, got exit %d signal %v\nstdout: %s\nstderr: %s", out.ExitCode, out.Signal, out.Stdout, tail(out.Stderr))
+				}
+			case !strings.Contains(out.Stdout, "refused "+tt.errno):
+				t.Fatalf("want refused with %s, got %q (exit %d, signal %v)\nstderr: %s", tt.errno, out.Stdout, out.ExitCode, out.Signal, tail(out.Stderr))
+			}
+		})
+	}
+}
+
+func prefixComma(args string) string {
+	if args == "" {
+		return ""
+	}
+	return ", " + args
 }
