@@ -81,10 +81,17 @@ func withScratch(decl External, scratch string) (External, error) {
 }
 
 // scratchVars returns env with the scratch variables added (HOME, XDG_*,
-// TMPDIR), after creating their directories.
+// TMPDIR), after creating their directories, and a leading
+// ScratchPlaceholder in a declared value expanded (the memory server's
+// MEMORY_FILE_PATH: "{scratch}/memory.jsonl").
 func scratchVars(env []string, scratch string) ([]string, error) {
 	if scratch == "" {
 		return env, nil
+	}
+	for i, v := range env {
+		if k, val, ok := strings.Cut(v, "="); ok {
+			env[i] = k + "=" + expandScratch(val, scratch)
+		}
 	}
 	for _, e := range scratchEnv {
 		dir := filepath.Join(scratch, e.dir)

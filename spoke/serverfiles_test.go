@@ -28,6 +28,7 @@ func TestServerFiles(t *testing.T) {
 	docs := mcptest.Dir(t) // named in args: readable only
 	app := pythonApp(t, "files", "files.py", docs)
 	app.Decl.ReadWrite = []string{shared, "{scratch}/exports"}
+	app.Env = map[string]string{"NOTES_AT": "{scratch}/notes.jsonl"}
 	w := mcptest.NewWiring(t, app)
 	w.Discover(t, "files")
 	m := w.Manager(t, nil)
@@ -61,7 +62,8 @@ func TestServerFiles(t *testing.T) {
 		t.Fatalf("where: %q", where)
 	}
 	scratch := env["HOME"]
-	if !strings.HasPrefix(scratch, w.ScratchRoot()) || env["XDG_DATA_HOME"] != filepath.Join(scratch, ".local/share") || env["TMPDIR"] != filepath.Join(scratch, "tmp") {
+	if !strings.HasPrefix(scratch, w.ScratchRoot()) || env["XDG_DATA_HOME"] != filepath.Join(scratch, ".local/share") || env["TMPDIR"] != filepath.Join(scratch, "tmp") ||
+		env["NOTES_AT"] != filepath.Join(scratch, "notes.jsonl") {
 		t.Errorf("environment %v, want HOME, XDG_* and TMPDIR in the scratch under %s", env, w.ScratchRoot())
 	}
 
