@@ -241,6 +241,9 @@ type Child struct {
 	// Unsandboxed runs the attempt without Prepare and Enter: the control
 	// that shows an attempt the sandbox denies would otherwise succeed.
 	Unsandboxed bool
+	// Cgroup, when set, is the cgroup the child is moved into as soon as
+	// it has started, as the spoke manager does.
+	Cgroup *sandbox.Cgroup
 }
 
 // Outcome is what the parent saw of one child.
@@ -311,6 +314,13 @@ func Run(tb testing.TB, c Child) Outcome {
 		tb.Fatalf("failed to start child: %v", err)
 	}
 	child.Close()
+	if c.Cgroup != nil {
+		if err := c.Cgroup.Add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			tb.Fatal(err)
+		}
+	}
 	err = cmd.Wait()
 	out := Outcome{Stdout: stdout.String(), Stderr: stderr.String(), Elapsed: time.Since(start)}
 	out.ExitCode = cmd.ProcessState.ExitCode()
