@@ -37,11 +37,14 @@ func ownNetworkNamespace() (bool, string) {
 
 // UpLoopback brings up the loopback interface of the calling process's own
 // network namespace, which a new namespace starts with down, and then drops
-// every capability from every thread. A ProfileProxy spoke calls it first
-// thing, before it opens its proxy's listener and before Enter: Prepare
-// gave it CAP_NET_ADMIN over its own namespace for exactly this. When
-// loopback is already up (no namespace of its own, as only AllowWeaker
-// permits), it changes nothing but the capabilities.
+// CAP_NET_ADMIN from every thread. A ProfileProxy spoke calls it first
+// thing, before it opens its listeners and before Enter: Prepare gave it
+// CAP_NET_ADMIN over its own namespace for exactly this. It keeps
+// CAP_NET_BIND_SERVICE, which Prepare gave it to listen on ports 80, 443
+// and 53 of that namespace; the spoke drops it with DropCapabilities once
+// it listens (Enter drops it anyway). When loopback is already up (no
+// namespace of its own, as only AllowWeaker permits), it changes nothing
+// but the capabilities.
 func UpLoopback() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -61,10 +64,17 @@ func UpLoopback() error {
 			return fmt.Errorf("failed to bring up loopback: %w", err)
 		}
 	}
-	if _, err := dropCapabilities(); err != nil {
+	if _, err := clearCapabilities(1 << unix.CAP_NET_ADMIN); err != nil {
 		return err
 	}
 	return nil
+}
+
+// DropCapabilities drops every capability from every thread: a ProfileProxy
+// spoke calls it once its listeners are open (see UpLoopback).
+func DropCapabilities() error {
+	_, err := dropCapabilities()
+	return err
 }
 
 // dropCapabilities empties the ambient, permitted, effective and

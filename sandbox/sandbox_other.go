@@ -77,3 +77,8 @@ func Exec(p Policy, argv, env []string) error {
 func UpLoopback() error {
 	return fmt.Errorf("%w: %s", ErrUnprotected, unsupported)
 }
+
+// DropCapabilities is not supported: there are no network namespaces here.
+func DropCapabilities() error {
+	return fmt.Errorf("%w: %s", ErrUnprotected, unsupported)
+}

@@ -329,8 +329,8 @@ func TestProxyProfilesAddOnly(t *testing.T) {
 		profile, base Profile
 		added         []string
 	}{
-		{ProfileProxy, ProfileStrict, []string{"accept4", "setsockopt"}},
-		{ProfileExecNet, ProfileExec, []string{"connect", "setsockopt"}},
+		{ProfileProxy, ProfileStrict, []string{"accept4", "recvfrom", "sendmsg", "sendto", "setsockopt"}},
+		{ProfileExecNet, ProfileExec, []string{"connect", "sendmmsg", "setsockopt"}},
 	} {
 		got, base := allowed(tt.profile), allowed(tt.base)
 		var added []string

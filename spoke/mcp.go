@@ -60,6 +60,7 @@ type externalApp struct {
 	decl   External
 	server *serverProcess
 	proxy  *egressProxy // nil without egress
+	direct *transparent // nil without egress
 	out    *lineLimit
 	log    zerolog.Logger
 
@@ -128,6 +129,12 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 		e.proxy.forward = e.forward
 		port = e.proxy.port()
 		env = append(env, e.proxy.env()...)
+		if e.direct, err = openTransparent(e.log.With().Str("component", "egress_transparent").Logger()); err != nil {
+			return nil, err
+		}
+		if err := sandbox.DropCapabilities(); err != nil {
+			return nil, err
+		}
 	}
 	if e.server, err = startServer(e.decl, serverPolicy(e.decl, policy, port), env); err != nil {
 		return nil, err
@@ -143,6 +150,7 @@ func (e *externalApp) attach(rt *runtime) {
 	e.rt = rt
 	if e.proxy != nil {
 		go e.proxy.serve()
+		go e.direct.serve(e.proxy, e.carry)
 	}
 }
 

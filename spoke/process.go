@@ -25,13 +25,16 @@ import (
 
 // process is one running spoke child.
 type process struct {
-	key    Key
-	cmd    *exec.Cmd
-	pid    int
-	conn   net.Conn
-	enc    *Encoder
-	frames chan Frame
-	log    zerolog.Logger
+	key  Key
+	cmd  *exec.Cmd
+	pid  int
+	conn net.Conn
+	// tunnels is the hub's end of the tunnel socket of a ProfileProxy
+	// spoke (see TunnelFD); nil for others.
+	tunnels *net.UnixConn
+	enc     *Encoder
+	frames  chan Frame
+	log     zerolog.Logger
 
 	startup    time.Duration // spawn to ready
 	prestarted bool          // started from a spare
@@ -77,6 +80,9 @@ func (p *process) kill(cause error) {
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	_ = p.cmd.Process.Kill()
 	p.conn.Close()
+	if p.tunnels != nil {
+		p.tunnels.Close()
+	}
 }
 
 // gone reports whether the process was killed or has exited.
@@ -291,6 +297,10 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 			panic(r)
 		}
 	}()
+	// Whatever a request starts that may outlive it (a tunnel) ends with
+	// the step.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	p.nextID++
 	stepID := p.nextID
 	p.rate.reset()
@@ -403,6 +413,21 @@ func (p *process) serve(ctx context.Context, f Frame, h Handler) (Frame, error) 
 		var req DataOp
 		if err = decode(&req); err == nil {
 			out, err = h.Data(ctx, req)
+		}
+	case KindTunnel:
+		var req TunnelRequest
+		if err = decode(&req); err != nil {
+			break
+		}
+		var conn net.Conn
+		if conn, err = p.receiveTunnel(req.Seq); err != nil {
+			return reply, err
+		}
+		if th, ok := h.(TunnelHandler); ok {
+			out, err = th.Tunnel(ctx, req, conn)
+		} else {
+			conn.Close()
+			err = errNoTunnels
 		}
 	default:
 		return reply, fmt.Errorf("%w: unexpected %q frame during a step", ErrProtocol, f.Kind)
