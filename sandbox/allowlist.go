@@ -228,6 +228,8 @@ var genericRules = []rule{
 		"UDP over IPv4 named explicitly, for DNS as above; never UDP-Lite or another protocol"},
 	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_SOCKET}, {Arg: 2, Op: opEq, Value: unix.SO_BROADCAST}}, actAllow, inExecNet,
 		"Go's resolver sets SO_BROADCAST on every IPv4 UDP socket and fails without it; a namespace with only loopback has nowhere to broadcast"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_IP}, {Arg: 2, Op: opEq, Value: unix.IP_RECVERR}}, actAllow, inExecNet,
+		"glibc's resolver asks for ICMP errors on its UDP socket (__res_enable_icmp) and gives up without them"},
 	{"sendmmsg", always, actAllow, inExecNet,
 		"glibc's resolver sends its A and AAAA queries at once; in the spoke's namespace a datagram reaches its resolver or nothing"},
 	{"recvfrom", always, actAllow, inProxy,

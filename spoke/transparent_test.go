@@ -100,3 +100,23 @@ func TestTransparentEgressGo(t *testing.T) {
 		}
 	}})
 }
+
+// pythonFetch is the fetch.py fixture with client "urllib" or "curl".
+func pythonFetch(client string) func(t *testing.T, ca string) mcptest.App {
+	return func(t *testing.T, ca string) mcptest.App {
+		dir := mcptest.Dir(t)
+		path := mcptest.Script(t, dir, "fetch.py")
+		return mcptest.App{
+			Decl: spoke.External{Command: mcptest.Python(t), Args: []string{path, client}, ReadOnly: []string{ca}},
+			Env:  map[string]string{"LAB_CA": ca},
+		}
+	}
+}
+
+func TestTransparentEgressPythonUrllib(t *testing.T) {
+	testDirectClient(t, directClient{name: "pyurllib", app: pythonFetch("urllib")})
+}
+
+func TestTransparentEgressCurl(t *testing.T) {
+	testDirectClient(t, directClient{name: "pycurl", app: pythonFetch("curl")})
+}
