@@ -230,6 +230,8 @@ var genericRules = []rule{
 		"Go's resolver sets SO_BROADCAST on every IPv4 UDP socket and fails without it; a namespace with only loopback has nowhere to broadcast"},
 	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_IP}, {Arg: 2, Op: opEq, Value: unix.IP_RECVERR}}, actAllow, inExecNet,
 		"glibc's resolver asks for ICMP errors on its UDP socket (__res_enable_icmp) and gives up without them"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_IP}, {Arg: 2, Op: opEq, Value: unix.IP_TOS}}, actAllow, inExecNet,
+		"Node 24's fetch (undici) sets the type of service of each HTTP connection and throws without it; a mark on loopback of the spoke's namespace changes nothing outside"},
 	{"sendmmsg", always, actAllow, inExecNet,
 		"glibc's resolver sends its A and AAAA queries at once; in the spoke's namespace a datagram reaches its resolver or nothing"},
 	{"recvfrom", always, actAllow, inProxy,

@@ -35,6 +35,13 @@ func ownNetworkNamespace() (bool, string) {
 	return false, fmt.Sprintf("the process shares a network namespace with interfaces %s", strings.Join(names, ", "))
 }
 
+// OwnNetworkNamespace reports whether the calling process is in a network
+// namespace of its own (loopback is its only interface), and if not, why.
+// A ProfileProxy spoke opens its listeners on ports 80, 443 and 53 only
+// there: elsewhere (as only AllowWeaker permits) they would be the
+// machine's.
+func OwnNetworkNamespace() (bool, string) { return ownNetworkNamespace() }
+
 // UpLoopback brings up the loopback interface of the calling process's own
 // network namespace, which a new namespace starts with down, and then drops
 // CAP_NET_ADMIN from every thread. A ProfileProxy spoke calls it first

@@ -82,3 +82,6 @@ func UpLoopback() error {
 func DropCapabilities() error {
 	return fmt.Errorf("%w: %s", ErrUnprotected, unsupported)
 }
+
+// OwnNetworkNamespace is false: there are no network namespaces here.
+func OwnNetworkNamespace() (bool, string) { return false, unsupported }

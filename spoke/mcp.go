@@ -129,8 +129,12 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 		e.proxy.forward = e.forward
 		port = e.proxy.port()
 		env = append(env, e.proxy.env()...)
-		if e.direct, err = openTransparent(e.log.With().Str("component", "egress_transparent").Logger()); err != nil {
-			return nil, err
+		if own, why := sandbox.OwnNetworkNamespace(); own {
+			if e.direct, err = openTransparent(e.log.With().Str("component", "egress_transparent").Logger()); err != nil {
+				return nil, err
+			}
+		} else {
+			e.log.Warn().Str("why", why).Msg("No network namespace of its own (weaker sandbox allowed): the app reaches the network through its proxy only")
 		}
 		if err := sandbox.DropCapabilities(); err != nil {
 			return nil, err
@@ -150,7 +154,9 @@ func (e *externalApp) attach(rt *runtime) {
 	e.rt = rt
 	if e.proxy != nil {
 		go e.proxy.serve()
-		go e.direct.serve(e.proxy, e.carry)
+		if e.direct != nil {
+			go e.direct.serve(e.proxy, e.carry)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -156,5 +157,29 @@ func TestTunnelLimit(t *testing.T) {
 		if err == nil {
 			t.Fatalf("read %d bytes of a %d-byte body over the limit", n, len(big))
 		}
+	}
+}
+
+// TestTunnelEndsWithContext: a tunnel does not outlive its step: when ctx
+// ends, both connections close.
+func TestTunnelEndsWithContext(t *testing.T) {
+	h := newHarness(t, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	client, accepted := tcpPair(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { _, _, err := h.broker.Tunnel(ctx, "app", declared, accepted); done <- err }()
+	tc := tls.Client(client, &tls.Config{ServerName: "example.com", RootCAs: h.broker.opts.RootCAs})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := tc.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("read after the step ended: %v, want the connection closed", err)
 	}
 }
