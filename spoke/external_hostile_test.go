@@ -10,8 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -142,7 +142,9 @@ func hostileAttacks() []hostileAttack {
 			}},
 		{name: "reach the network around the proxy", function: "bypass_proxy", args: arg("target", "http://"+mcptest.PublicIP+"/"), outcome: blocked, errText: "Network is unreachable"},
 		{name: "TLS to a declared name whose ClientHello names an undeclared one", function: "tls_server_name",
-			args:    func(*hostileTargets) map[string]any { return map[string]any{"connect": mcptest.PublicHost, "sni": mcptest.UndeclaredHost} },
+			args: func(*hostileTargets) map[string]any {
+				return map[string]any{"connect": mcptest.PublicHost, "sni": mcptest.UndeclaredHost}
+			},
 			outcome: refused, errText: "Error",
 			outside: func(t *hostileTargets, e *hostileEvidence) error {
 				if err := notResolved(t, mcptest.UndeclaredHost); err != nil {
@@ -152,10 +154,14 @@ func hostileAttacks() []hostileAttack {
 			}},
 		// Python sends no server name for an IP address.
 		{name: "TLS naming an IP address (no server name)", function: "tls_server_name",
-			args:    func(*hostileTargets) map[string]any { return map[string]any{"connect": mcptest.PublicHost, "sni": mcptest.PublicIP} },
+			args: func(*hostileTargets) map[string]any {
+				return map[string]any{"connect": mcptest.PublicHost, "sni": mcptest.PublicIP}
+			},
 			outcome: refused, errText: "Error", outside: onlyPublicDialled},
 		{name: "HTTP to a declared name with an undeclared Host header", function: "host_header",
-			args:    func(*hostileTargets) map[string]any { return map[string]any{"url": "http://" + mcptest.PublicHost + "/", "host": mcptest.UndeclaredHost} },
+			args: func(*hostileTargets) map[string]any {
+				return map[string]any{"url": "http://" + mcptest.PublicHost + "/", "host": mcptest.UndeclaredHost}
+			},
 			outcome: refused, errText: "domain example.org is not declared by the app",
 			outside: func(t *hostileTargets, e *hostileEvidence) error {
 				if err := notResolved(t, mcptest.UndeclaredHost); err != nil {
