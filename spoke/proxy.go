@@ -36,6 +36,9 @@ import (
 // from a CA it made at start, which only this spoke's server is told to
 // trust, and forwards each request inside the tunnel the same way.
 //
+// Clients that ignore proxy variables reach the broker through the spoke's
+// listeners on ports 80 and 443 instead (see transparent).
+//
 // It decides nothing: the broker allows the app's declared domains only,
 // checks every address and redirect, and audits each request. A refusal
 // reaches the server as a 403 response carrying the broker's reason.
