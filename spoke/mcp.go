@@ -75,6 +75,9 @@ type externalApp struct {
 	stderrMu sync.Mutex
 	tail     []string
 
+	refusedMu sync.Mutex
+	refused   []string // TLS connections egress refused during the call
+
 	// callMu guards calling: the proxy forwards a request only while a
 	// tool call is in progress, and a call ends only once every request it
 	// caused has been answered, so no request outlives its step.
@@ -259,6 +262,7 @@ func (e *externalApp) Call(ctx context.Context, _ apps.Env, function string, arg
 	e.callMu.Lock()
 	e.calling = true
 	e.callMu.Unlock()
+	e.takeRefusals() // those of an earlier call, or of none
 	defer func() {
 		// Waits for the proxy's requests in flight.
 		e.callMu.Lock()
@@ -273,7 +277,8 @@ func (e *externalApp) Call(ctx context.Context, _ apps.Env, function string, arg
 		e.fail(err)
 		return nil, err
 	}
-	return MCPResult(res, e.typed[function])
+	out, err := MCPResult(res, e.typed[function])
+	return out, e.withRefusals(err)
 }
 
 // forward is the proxy's way to the broker: only during a tool call.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -174,6 +175,11 @@ func (e *externalApp) carry(conn *net.TCPConn) {
 	if err != nil {
 		e.log.Warn().Err(err).Msg("Egress refused a TLS connection of the app's server")
 		e.note("secgpt egress refused a TLS connection: " + err.Error())
+		e.refusedMu.Lock()
+		if len(e.refused) < maxRefusalsKept {
+			e.refused = append(e.refused, bounded(err.Error(), 300))
+		}
+		e.refusedMu.Unlock()
 		return
 	}
 	e.log.Debug().Str("host", reply.Host).Msg("Egress carries a TLS connection of the app's server")
@@ -187,4 +193,28 @@ func (e *externalApp) note(line string) {
 	if len(e.tail) > stderrTail {
 		e.tail = e.tail[1:]
 	}
+}
+
+// maxRefusalsKept bounds the refusals kept for one call's error.
+const maxRefusalsKept = 3
+
+// takeRefusals returns the TLS refusals kept since the last call, and
+// forgets them.
+func (e *externalApp) takeRefusals() []string {
+	e.refusedMu.Lock()
+	defer e.refusedMu.Unlock()
+	r := e.refused
+	e.refused = nil
+	return r
+}
+
+// withRefusals adds to a failed call's error why egress refused its TLS
+// connections: a client sees only a closed connection, and the tool's
+// error seldom says more.
+func (e *externalApp) withRefusals(err error) error {
+	refused := e.takeRefusals()
+	if err == nil || len(refused) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (secgpt egress refused its TLS connections: %s)", err, strings.Join(refused, "; "))
 }

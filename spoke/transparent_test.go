@@ -52,7 +52,9 @@ func testDirectClient(t *testing.T, c directClient) {
 	if answer := ask("http://" + mcptest.UndeclaredHost + "/"); !strings.Contains(answer, "403") || !strings.Contains(answer, reason) {
 		t.Errorf("http to an undeclared domain: answer %q, want a 403 with the broker's reason", answer)
 	}
-	ask("https://" + mcptest.UndeclaredHost + "/")
+	if answer := ask("https://" + mcptest.UndeclaredHost + "/"); !strings.Contains(answer, "secgpt egress refused its TLS connections: "+reason) {
+		t.Errorf("https to an undeclared domain: answer %q, want the broker's reason", answer)
+	}
 	if !strings.Contains(w.Logs.String(), "Egress refused a TLS connection") {
 		t.Errorf("the spoke's log does not report the refused TLS connection\n%s", w.Logs)
 	}
