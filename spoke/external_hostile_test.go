@@ -186,6 +186,15 @@ func hostileAttacks() []hostileAttack {
 				}
 				return onlyPublicDialled(t, e)
 			}},
+		{name: "CONNECT to an undeclared host through the proxy", function: "fetch_url", args: arg("url", "https://"+mcptest.UndeclaredHost+"/upload"),
+			outcome: refused, errText: "HTTP 403", outside: func(t *hostileTargets, e *hostileEvidence) error {
+				if err := notResolved(t, mcptest.UndeclaredHost); err != nil {
+					return err
+				}
+				return onlyPublicDialled(t, e)
+			}},
+		{name: "CONNECT to another port through the proxy", function: "fetch_url", args: arg("url", "https://"+mcptest.PublicHost+":8443/"),
+			outcome: refused, errText: "HTTP 403", outside: onlyPublicDialled},
 		{name: "egress to a declared name resolving to 127.0.0.1", function: "fetch_url", args: func(t *hostileTargets) map[string]any { return map[string]any{"url": t.lab.LoopbackURL()} },
 			outcome: refused, errText: "a loopback address",
 			outside: func(t *hostileTargets, e *hostileEvidence) error {
