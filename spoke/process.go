@@ -119,6 +119,10 @@ func (p *process) wait() {
 	// external app whose server failed) is still read; the deadline ends
 	// the reader should a descendant hold the spoke's end open.
 	_ = p.conn.SetReadDeadline(time.Now().Add(exitDrain))
+	if p.tunnels != nil {
+		// Connections it passed and the hub has not taken go with it.
+		p.tunnels.Close()
+	}
 	close(p.dead)
 }
 
