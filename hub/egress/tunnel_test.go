@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/secgpt/secgpt/spoke"
 )
 
 // tcpPair returns both ends of a loopback TCP connection: what the app
@@ -181,5 +183,54 @@ func TestTunnelEndsWithContext(t *testing.T) {
 	_ = tc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := tc.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("read after the step ended: %v, want the connection closed", err)
+	}
+}
+
+// BenchmarkTunnelGet is one HTTPS GET through a tunnel: the client's TLS
+// handshake and request end to end, the broker's ClientHello parse, vet
+// and dial in between.
+func BenchmarkTunnelGet(b *testing.B) {
+	h := newHarness(&testing.T{}, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _, _ = h.broker.Tunnel(context.Background(), "app", declared, c) }()
+		}
+	}()
+	client := &http.Client{Transport: &http.Transport{
+		DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return net.Dial("tcp4", ln.Addr().String()) },
+		TLSClientConfig:   &tls.Config{RootCAs: h.broker.opts.RootCAs},
+		DisableKeepAlives: true,
+	}}
+	for b.Loop() {
+		resp, err := client.Get("https://www.example.com/")
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
+// BenchmarkDoGet is the same GET made by the broker itself (as for the
+// egress proxy and built-in apps), for comparison.
+func BenchmarkDoGet(b *testing.B) {
+	h := newHarness(&testing.T{}, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	for b.Loop() {
+		if _, _, err := h.broker.Do(context.Background(), "app", declared, spoke.HTTPRequest{Method: "GET", URL: "https://www.example.com/"}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
