@@ -59,6 +59,7 @@ type externalApp struct {
 	decl   External
 	server *serverProcess
 	proxy  *egressProxy // nil without egress
+	direct *transparent // nil without egress
 	out    *lineLimit
 	log    zerolog.Logger
 
@@ -73,6 +74,9 @@ type externalApp struct {
 	stderrMu sync.Mutex
 	tail     []string
 	refused  []string // syscalls the sandbox refused the server, by name
+
+	egressMu      sync.Mutex
+	egressRefused []string // TLS connections egress refused during the call
 
 	// callMu guards calling: the proxy forwards a request only while a
 	// tool call is in progress, and a call ends only once every request it
@@ -129,6 +133,16 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 		e.proxy.forward = e.forward
 		port = e.proxy.port()
 		env = append(env, e.proxy.env()...)
+		if own, why := sandbox.OwnNetworkNamespace(); own {
+			if e.direct, err = openTransparent(e.log.With().Str("component", "egress_transparent").Logger()); err != nil {
+				return nil, err
+			}
+		} else {
+			e.log.Warn().Str("why", why).Msg("No network namespace of its own (weaker sandbox allowed): the app reaches the network through its proxy only")
+		}
+		if err := sandbox.DropCapabilities(); err != nil {
+			return nil, err
+		}
 	}
 	if e.server, err = startServer(e.decl, serverPolicy(e.decl, policy, port), env); err != nil {
 		return nil, err
@@ -145,6 +159,9 @@ func (e *externalApp) attach(rt *runtime) {
 	e.rt = rt
 	if e.proxy != nil {
 		go e.proxy.serve()
+		if e.direct != nil {
+			go e.direct.serve(e.proxy, e.carry)
+		}
 	}
 }
 
@@ -247,6 +264,7 @@ func (e *externalApp) Call(ctx context.Context, _ apps.Env, function string, arg
 	e.callMu.Lock()
 	e.calling = true
 	e.callMu.Unlock()
+	e.takeRefusals() // those of an earlier call, or of none
 	defer func() {
 		// Waits for the proxy's requests in flight.
 		e.callMu.Lock()
@@ -261,7 +279,8 @@ func (e *externalApp) Call(ctx context.Context, _ apps.Env, function string, arg
 		e.fail(err)
 		return nil, err
 	}
-	return MCPResult(res, e.typed[function])
+	out, err := MCPResult(res, e.typed[function])
+	return out, e.withRefusals(err)
 }
 
 // forward is the proxy's way to the broker: only during a tool call.
