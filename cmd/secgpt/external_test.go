@@ -224,3 +224,85 @@ func codeBlock(t *testing.T, doc, fence string) string {
 	}
 	return block
 }
+
+// TestExternalOnlyConfig: a config may install external apps only, and an
+// external app may take the name of a built-in app that is not installed
+// (not of one that is).
+func TestExternalOnlyConfig(t *testing.T) {
+	python := mcptest.Python(t)
+	script := mcptest.Script(t, mcptest.Dir(t), "words.py")
+	app := "- name: metro_hail\n  command: " + python + "\n  args: [" + script + "]\n"
+	cfg, _, err := configFor(testConfig(t, "apps:\n  installed: []\n  external:\n"+indent(app, "    ")))
+	if err != nil {
+		t.Fatalf("external apps only, one named as a built-in that is not installed: %v", err)
+	}
+	if e, ok := cfg.Apps.externalApp("metro_hail"); !ok || e.Command != python {
+		t.Fatalf("the external metro_hail is not declared: %+v", cfg.Apps)
+	}
+	if _, _, err := configFor(testConfig(t, "apps:\n  installed: []\n")); err == nil || !strings.Contains(err.Error(), "must list at least one app") {
+		t.Fatalf("no app at all: %v", err)
+	}
+}
+
+// TestAppsMarksAFailedDiscovery: `secgpt apps` lists the app whose server
+// could not be discovered as NOT INSTALLED, with why, and exits non-zero.
+func TestAppsMarksAFailedDiscovery(t *testing.T) {
+	requireSpokeSandbox(t)
+	dir := mcptest.Dir(t)
+	python := mcptest.Python(t)
+	cfg := externalConfig(t, fmt.Sprintf("- name: words\n  command: %s\n  args: [%s]\n- name: broken\n  command: %s\n  args: [%s, exit]\n",
+		python, mcptest.Script(t, dir, "words.py"), python, mcptest.Script(t, dir, "failing.py")))
+	r := runBinary(t, "", "apps", "--config", cfg)
+	if r.code != exitFailed {
+		t.Fatalf("apps: exit %d, want %d\n%s\n%s", r.code, exitFailed, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"broken (external MCP app): NOT INSTALLED: ", "exiting at once", "words 1.0.0 (external (MCP))"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("secgpt apps lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "could not be discovered: [broken]") {
+		t.Errorf("stderr %q does not name the app", r.stderr)
+	}
+}
+
+// TestDiscoveryCachedByIdentity: the first query discovers the external
+// app (starts its server); the next finds its tools in the store and
+// starts no server to learn them; after the script changes, it is
+// discovered again.
+func TestDiscoveryCachedByIdentity(t *testing.T) {
+	requireSpokeSandbox(t)
+	script := mcptest.Script(t, mcptest.Dir(t), "words.py")
+	cfg := testConfig(t, "logging:\n  level: info\n"+fmt.Sprintf("apps:\n  installed: []\n  external:\n    - name: words\n      command: %s\n      args: [%s]\n", mcptest.Python(t), script))
+	ask := func() string {
+		r := runBinary(t, "", "ask", "--config", cfg, "--user", "u", "Use words to shout text = 'cached'.")
+		if r.code != exitOK || !strings.Contains(r.stdout, "CACHED!") {
+			t.Fatalf("ask: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		return r.stderr
+	}
+	colour := regexp.MustCompile("\x1b\\[[0-9;]*m")
+	cachedLine := regexp.MustCompile(`External app installed.* cached=(true|false)`)
+	cached := func(stderr string) string {
+		m := cachedLine.FindStringSubmatch(colour.ReplaceAllString(stderr, ""))
+		if m == nil {
+			t.Fatalf("no line says the app was installed:\n%s", stderr)
+		}
+		return m[1]
+	}
+	if got := cached(ask()); got != "false" {
+		t.Fatalf("first query: cached = %s", got)
+	}
+	if got := cached(ask()); got != "true" {
+		t.Fatalf("second query: cached = %s", got)
+	}
+	f, err := os.OpenFile(script, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("# a new version\n")
+	f.Close()
+	if got := cached(ask()); got != "false" {
+		t.Fatalf("after a change: cached = %s", got)
+	}
+}

@@ -60,7 +60,7 @@ func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zero
 		return nil, err
 	}
 	// Before the spoke manager, which must know what discovery found.
-	external, _ := discoverExternal(ctx, &cfg, log)
+	external, _ := discoverExternal(ctx, &cfg, st, log)
 	s.cfg = cfg
 	if s.spokes, err = newSpokeManager(cfg, log); err != nil {
 		s.Close()
