@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/apps/benchapps"
 	"github.com/secgpt/secgpt/apps/ride"
