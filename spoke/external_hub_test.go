@@ -209,7 +209,7 @@ func TestMCPServerFailuresAreContained(t *testing.T) {
 		{"failing_hang", "the MCP server did not answer tools/call work within 2s"},
 		{"failing_flood", "the MCP server sent a message over the 1048576-byte limit"},
 		{"failing_huge", "the MCP server sent a message over the 1048576-byte limit"},
-		{"failing_garbage", "the MCP server failed tools/call work"},
+		{"failing_garbage", `the MCP server did not answer tools/call work within 2s (it wrote 1 line that is not JSON-RPC to its stdout, the last: "this is not JSON-RPC")`},
 	} {
 		start := time.Now()
 		_, err := askHub(sys, mallory, "Use "+tt.app+" to work text = 'now'.")
