@@ -44,6 +44,11 @@ const (
 	stderrTail           = 3
 )
 
+// ScratchPlaceholder, in the value of an external app's environment
+// variable, stands for the spoke's scratch directory (per user and app),
+// for a server that takes the path of its state from a variable.
+const ScratchPlaceholder = "{scratch}"
+
 // UntrustedTextField is the one field of the result of a tool without an
 // output schema: the tool's text, bounded, as third-party data.
 const UntrustedTextField = "untrusted_text"
@@ -104,8 +109,13 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 	if decl.CallTimeout <= 0 {
 		e.decl.CallTimeout = defaultCallTimeout
 	}
+	// A value may name the scratch directory, the one place the server may
+	// write, which is per user: {scratch}.
+	for i, v := range env {
+		env[i] = strings.ReplaceAll(v, ScratchPlaceholder, policy.Scratch)
+	}
 	// A home and a temporary directory, unless the app set its own: the
-	// scratch directory, the one place it may write.
+	// scratch directory.
 	for _, k := range []string{"HOME", "TMPDIR"} {
 		if policy.Scratch != "" && !slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, k+"=") }) {
 			env = append(env, k+"="+policy.Scratch)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -73,4 +74,39 @@ var errNotYet = errors.New("not yet")
 
 func runAppsAdd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return errNotYet
+}
+
+// cannotRun says which external app a query names (as a whole word, the
+// way an app is named) could not be discovered, and why: the query is not
+// answered without it, as if it were not installed. nil when the query
+// names none.
+func (s *system) cannotRun(query string) error {
+	var msgs []string
+	for _, name := range sortedNames(s.unavailable) {
+		if namesApp(query, name) {
+			msgs = append(msgs, fmt.Sprintf("the app %s could not run: %s", name, oneLine(s.unavailable[name].Error(), 600)))
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(msgs, "; ") + " (secgpt apps says more)")
+}
+
+// namesApp reports whether text holds name as a whole word (letters,
+// digits and underscores), case-insensitively.
+func namesApp(text, name string) bool {
+	text, name = strings.ToLower(text), strings.ToLower(name)
+	word := func(b byte) bool { return b == '_' || 'a' <= b && b <= 'z' || '0' <= b && b <= '9' }
+	for i := 0; ; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(name)
+		if (start == 0 || !word(text[start-1])) && (end == len(text) || !word(text[end])) {
+			return true
+		}
+		i = start + 1
+	}
 }

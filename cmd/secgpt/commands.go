@@ -55,6 +55,9 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer sys.Close()
+	if err := sys.cannotRun(fs.Arg(0)); err != nil {
+		return err
+	}
 	reply, err := sys.hub.Handle(ctx, hub.Request{User: *user, Query: fs.Arg(0), Consenter: consenter})
 	if *asJSON && reply != nil && reply.Record != nil {
 		enc := json.NewEncoder(stdout)

@@ -306,3 +306,42 @@ func TestDiscoveryCachedByIdentity(t *testing.T) {
 		t.Fatalf("after a change: cached = %s", got)
 	}
 }
+
+// TestAskSaysWhichAppCouldNotRun: a query naming an external app that
+// could not be discovered is not answered without it: `secgpt ask` says
+// which app could not run and why, and fails; the other apps still serve.
+func TestAskSaysWhichAppCouldNotRun(t *testing.T) {
+	requireSpokeSandbox(t)
+	dir := mcptest.Dir(t)
+	python := mcptest.Python(t)
+	cfg := externalConfig(t, fmt.Sprintf("- name: words\n  command: %s\n  args: [%s]\n- name: broken\n  command: %s\n  args: [%s, exit]\n",
+		python, mcptest.Script(t, dir, "words.py"), python, mcptest.Script(t, dir, "failing.py")))
+	r := runBinary(t, "", "ask", "--config", cfg, "--user", "u", "Use broken to work text = 'x'.")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "the app broken could not run: ") || !strings.Contains(r.stderr, "exiting at once") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if strings.TrimSpace(r.stdout) != "" {
+		t.Errorf("an answer without the app: %q", r.stdout)
+	}
+	r = runBinary(t, "", "ask", "--config", cfg, "--user", "u", "Use words to shout text = 'still here'.")
+	if r.code != exitOK || !strings.Contains(r.stdout, "STILL HERE!") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestNamesApp(t *testing.T) {
+	for _, tt := range []struct {
+		text, name string
+		want       bool
+	}{
+		{"Use files to read", "files", true},
+		{"use FILES.", "files", true},
+		{"profiles and files_x", "files", false},
+		{"go_memory please", "memory", false},
+		{"memory", "memory", true},
+	} {
+		if got := namesApp(tt.text, tt.name); got != tt.want {
+			t.Errorf("namesApp(%q, %q) = %v", tt.text, tt.name, got)
+		}
+	}
+}

@@ -38,6 +38,9 @@ type system struct {
 	models *modelEndpoints
 	spokes *spoke.Manager
 	hub    *hub.Hub
+	// unavailable are the declared external apps that could not be
+	// discovered, and why.
+	unavailable map[string]error
 }
 
 // openSystem assembles the store, the model endpoint, the spoke manager
@@ -60,7 +63,8 @@ func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zero
 		return nil, err
 	}
 	// Before the spoke manager, which must know what discovery found.
-	external, _ := discoverExternal(ctx, &cfg, st, log)
+	external, unavailable := discoverExternal(ctx, &cfg, st, log)
+	s.unavailable = unavailable
 	s.cfg = cfg
 	if s.spokes, err = newSpokeManager(cfg, log); err != nil {
 		s.Close()
