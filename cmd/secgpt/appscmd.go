@@ -70,12 +70,6 @@ func (refresh) Discovery(context.Context, string, string) (json.RawMessage, bool
 	return nil, false, nil
 }
 
-var errNotYet = errors.New("not yet")
-
-func runAppsAdd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errNotYet
-}
-
 // cannotRun says which external app a query names (as a whole word, the
 // way an app is named) could not be discovered, and why: the query is not
 // answered without it, as if it were not installed. nil when the query
