@@ -59,6 +59,8 @@ commands:
               secgpt bench [--latency 1s] [--per-category N] [--users 1,10,50,100,200] [--json FILE]
   apps        list the installed apps, starting each external app's server: secgpt apps [--config FILE]
               (exits 1 when an external app could not be discovered)
+              secgpt apps add [--name N] [--into DIR] npm:PACKAGE@VERSION | PATH [ARG...]: install an
+              MCP server and print its config entry
   sandbox-check  run a hostile app against the sandbox, offline, and print each attack: blocked or not, and how
   seed        load a fixture into a user's app data: secgpt seed --user ID FILE
 
