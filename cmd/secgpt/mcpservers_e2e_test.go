@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -191,4 +192,95 @@ func appBlock(out, app string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestMCPServerLatency measures, for a Node and a Python server, the time
+// from query to answer: cold (discovery, then the spoke and server start),
+// with discovery cached (a new secgpt process: spoke and server start),
+// and warm (the user's spoke and its server already running, in one chat);
+// and the resident memory of the running server. It logs the figures (the
+// README's table); it asserts only that each answer is right.
+func TestMCPServerLatency(t *testing.T) {
+	s := installedMCPServers(t)
+	script := filepath.Join(mcptest.Dir(t), "notes.py")
+	src, err := os.ReadFile(s.python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	memoryEntry := filepath.Join(s.pkg("@modelcontextprotocol/server-memory"), "dist/index.js")
+	for _, tt := range []struct {
+		name, yaml, query, want, process string
+	}{
+		{"node memory", s.nodeApp("memory", "/usr/bin/node", memoryEntry, "  env: {MEMORY_FILE_PATH: \"{scratch}/memory.jsonl\"}\n").yaml,
+			"Use memory to read graph.", "memory.read_graph", memoryEntry},
+		{"python notes", fmt.Sprintf("- name: notes\n  command: /usr/bin/python3\n  args: [%s]\n", script),
+			"Use notes to list notes", "notes.list_notes", script},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t, "apps:\n  installed: []\n  external:\n"+indent(tt.yaml, "    "))
+			timed := func() time.Duration {
+				start := time.Now()
+				wantIn(t, "answer", askAs(t, cfg, "@alice:example.org", tt.query), tt.want)
+				return time.Since(start)
+			}
+			cold, cached := timed(), timed()
+
+			cmd := exec.Command(binary, "chat", "--config", cfg, "--user", "@alice:example.org")
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out syncBuffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Wait()
+			defer stdin.Close()
+			fmt.Fprintln(stdin, tt.query)
+			waitFor(t, &out, "Run the app")
+			fmt.Fprintln(stdin, "a")
+			waitForCount(t, &out, tt.want, 1)
+			start := time.Now()
+			fmt.Fprintln(stdin, tt.query)
+			waitForCount(t, &out, tt.want, 2)
+			warm := time.Since(start)
+			rss := residentKiB(tt.process)
+			t.Logf("%s: query to answer: cold %v, discovery cached %v, warm %v; server resident memory %d KiB",
+				tt.name, cold.Round(time.Millisecond), cached.Round(time.Millisecond), warm.Round(time.Millisecond), rss)
+		})
+	}
+}
+
+func waitForCount(t *testing.T, out *syncBuffer, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for strings.Count(out.String(), want) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %d of %q in:\n%s", n, want, out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// residentKiB is the VmRSS of the process whose command line holds arg.
+func residentKiB(arg string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), arg) || strings.Contains(string(cmdline), "secgpt") {
+			continue
+		}
+		status, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		for line := range strings.Lines(string(status)) {
+			var kib int
+			if _, err := fmt.Sscanf(line, "VmRSS: %d kB", &kib); err == nil {
+				return kib
+			}
+		}
+	}
+	return 0
 }
