@@ -188,7 +188,7 @@ func binScript(pkgDir, pkg string) (string, error) {
 	if rel == "" {
 		return "", fmt.Errorf("%s names no executable in its package.json (bin)", pkg)
 	}
-	path := filepath.Join(pkgDir, filepath.Clean("/" + rel))
+	path := filepath.Join(pkgDir, filepath.Clean("/"+rel))
 	if _, err := os.Stat(path); err != nil {
 		return "", fmt.Errorf("%s's executable: %w", pkg, err)
 	}
