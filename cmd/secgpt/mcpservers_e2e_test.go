@@ -284,3 +284,20 @@ func residentKiB(arg string) int {
 	}
 	return 0
 }
+
+// TestAppsAddFromNPM: the README's `secgpt apps add npm:…` installs the
+// pinned package into the directory given, and its printed entry, pasted
+// in a config, installs a server that answers.
+func TestAppsAddFromNPM(t *testing.T) {
+	installedMCPServers(t)
+	into := mcptest.Dir(t)
+	r := runBinary(t, "", "apps", "add", "--into", into, "--node", "/usr/bin/node", "npm:@modelcontextprotocol/server-memory@2026.8.31")
+	if r.code != exitOK {
+		t.Fatalf("apps add: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	wantIn(t, "apps add", r.stdout, "- name: memory", "command: /usr/", filepath.Join(into, "@modelcontextprotocol+server-memory@2026.8.31", "node_modules"), "open_files: 1024")
+	entry := r.stdout + "  env: {MEMORY_FILE_PATH: \"{scratch}/memory.jsonl\"}\n"
+	cfg := testConfig(t, "apps:\n  installed: []\n  external:\n"+indent(entry, "    "))
+	out := askAs(t, cfg, "@alice:example.org", `Use memory to create entities: memory__create_entities {"entities":[{"name":"Grace","entityType":"person","observations":["wrote a compiler"]}]}`)
+	wantIn(t, "create_entities", out, "Grace")
+}
