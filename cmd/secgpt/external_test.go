@@ -244,14 +244,20 @@ func TestExternalOnlyConfig(t *testing.T) {
 	}
 }
 
+// wordsAndBrokenConfig installs words and broken, whose server exits at
+// once.
+func wordsAndBrokenConfig(t *testing.T) string {
+	dir := mcptest.Dir(t)
+	python := mcptest.Python(t)
+	return externalConfig(t, fmt.Sprintf("- name: words\n  command: %s\n  args: [%s]\n- name: broken\n  command: %s\n  args: [%s, exit]\n",
+		python, mcptest.Script(t, dir, "words.py"), python, mcptest.Script(t, dir, "failing.py")))
+}
+
 // TestAppsMarksAFailedDiscovery: `secgpt apps` lists the app whose server
 // could not be discovered as NOT INSTALLED, with why, and exits non-zero.
 func TestAppsMarksAFailedDiscovery(t *testing.T) {
 	requireSpokeSandbox(t)
-	dir := mcptest.Dir(t)
-	python := mcptest.Python(t)
-	cfg := externalConfig(t, fmt.Sprintf("- name: words\n  command: %s\n  args: [%s]\n- name: broken\n  command: %s\n  args: [%s, exit]\n",
-		python, mcptest.Script(t, dir, "words.py"), python, mcptest.Script(t, dir, "failing.py")))
+	cfg := wordsAndBrokenConfig(t)
 	r := runBinary(t, "", "apps", "--config", cfg)
 	if r.code != exitFailed {
 		t.Fatalf("apps: exit %d, want %d\n%s\n%s", r.code, exitFailed, r.stdout, r.stderr)
@@ -312,10 +318,7 @@ func TestDiscoveryCachedByIdentity(t *testing.T) {
 // which app could not run and why, and fails; the other apps still serve.
 func TestAskSaysWhichAppCouldNotRun(t *testing.T) {
 	requireSpokeSandbox(t)
-	dir := mcptest.Dir(t)
-	python := mcptest.Python(t)
-	cfg := externalConfig(t, fmt.Sprintf("- name: words\n  command: %s\n  args: [%s]\n- name: broken\n  command: %s\n  args: [%s, exit]\n",
-		python, mcptest.Script(t, dir, "words.py"), python, mcptest.Script(t, dir, "failing.py")))
+	cfg := wordsAndBrokenConfig(t)
 	r := runBinary(t, "", "ask", "--config", cfg, "--user", "u", "Use broken to work text = 'x'.")
 	if r.code != exitFailed || !strings.Contains(r.stderr, "the app broken could not run: ") || !strings.Contains(r.stderr, "exiting at once") {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)

@@ -5,7 +5,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,6 +38,20 @@ func installedMCPServers(t *testing.T) mcpServers {
 		t.Fatal("the MCP server tests need the servers: eval the lines of scripts/mcp-servers.sh into the environment (scripts/test.sh does)")
 	}
 	return s
+}
+
+// notesScript copies the Python server where every uid may read it.
+func (s mcpServers) notesScript(t *testing.T) string {
+	t.Helper()
+	script := filepath.Join(mcptest.Dir(t), "notes.py")
+	src, err := os.ReadFile(s.python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return script
 }
 
 // mcpApp is one server's declaration in the config, as a YAML list item.
@@ -82,14 +95,7 @@ func TestEcosystemMCPServers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hello from the filesystem server\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(mcptest.Dir(t), "notes.py")
-	src, err := os.ReadFile(s.python)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(script, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	script := s.notesScript(t)
 	servers := []mcpApp{
 		s.nodeApp("files", s.node24, filepath.Join(s.pkg("@modelcontextprotocol/server-filesystem"), "dist/index.js")+", "+root, ""),
 		s.nodeApp("memory", node20, filepath.Join(s.pkg("@modelcontextprotocol/server-memory"), "dist/index.js"), "  env: {MEMORY_FILE_PATH: \"{scratch}/memory.jsonl\"}\n"),
@@ -202,14 +208,7 @@ func appBlock(out, app string) string {
 // README's table); it asserts only that each answer is right.
 func TestMCPServerLatency(t *testing.T) {
 	s := installedMCPServers(t)
-	script := filepath.Join(mcptest.Dir(t), "notes.py")
-	src, err := os.ReadFile(s.python)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(script, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	script := s.notesScript(t)
 	memoryEntry := filepath.Join(s.pkg("@modelcontextprotocol/server-memory"), "dist/index.js")
 	for _, tt := range []struct {
 		name, yaml, query, want, process string
@@ -228,25 +227,16 @@ func TestMCPServerLatency(t *testing.T) {
 			}
 			cold, cached := timed(), timed()
 
-			cmd := exec.Command(binary, "chat", "--config", cfg, "--user", "@alice:example.org")
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out syncBuffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			cmd, stdin, out := startChat(t, cfg, "@alice:example.org")
 			defer cmd.Wait()
 			defer stdin.Close()
 			fmt.Fprintln(stdin, tt.query)
-			waitFor(t, &out, "Run the app")
+			waitFor(t, out, "Run the app")
 			fmt.Fprintln(stdin, "a")
-			waitForCount(t, &out, tt.want, 1)
+			waitForCount(t, out, tt.want, 1)
 			start := time.Now()
 			fmt.Fprintln(stdin, tt.query)
-			waitForCount(t, &out, tt.want, 2)
+			waitForCount(t, out, tt.want, 2)
 			warm := time.Since(start)
 			rss := residentKiB(tt.process)
 			t.Logf("%s: query to answer: cold %v, discovery cached %v, warm %v; server resident memory %d KiB",
