@@ -4,6 +4,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,7 +103,7 @@ func TestEcosystemMCPServers(t *testing.T) {
 		s.nodeApp("memory", node20, filepath.Join(s.pkg("@modelcontextprotocol/server-memory"), "dist/index.js"), "  env: {MEMORY_FILE_PATH: \"{scratch}/memory.jsonl\"}\n"),
 		s.nodeApp("everything", node20, filepath.Join(s.pkg("@modelcontextprotocol/server-everything"), "dist/index.js")+", stdio", ""),
 		s.nodeApp("thinking", s.node24, filepath.Join(s.pkg("@modelcontextprotocol/server-sequential-thinking"), "dist/index.js"), ""),
-		s.nodeApp("fetcher", s.node24, filepath.Join(s.pkg("mcp-fetch-server"), "dist/index.js"), "  egress: [example.org]\n"),
+		s.nodeApp("fetcher", s.node24, filepath.Join(s.pkg("@tokenizin/mcp-npx-fetch"), "dist/index.js"), "  egress: [example.org]\n"),
 		{"notes", fmt.Sprintf("- name: notes\n  command: /usr/bin/python3\n  args: [%s]\n", script)},
 		{"go_memory", fmt.Sprintf("- name: go_memory\n  command: %s\n  args: [-memory, memory.json]\n", filepath.Join(s.dir, "bin", "go-memory-server"))},
 	}
@@ -138,6 +140,13 @@ func TestEcosystemMCPServers(t *testing.T) {
 	t.Logf("discovery of %d servers: %v cold (secgpt apps); a query with discovery cached: %v", len(servers), cold, time.Since(start))
 
 	const alice, bob = "@alice:example.org", "@bob:example.org"
+	// The internet, for the binary built with the e2e tag: example.org is
+	// this loopback server, reached only through the egress broker.
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "page %s served to the broker\n", r.URL.Path)
+	}))
+	defer web.Close()
+	t.Setenv("SECGPT_E2E_EGRESS", "example.org="+web.Listener.Addr().String())
 	t.Run("filesystem", func(t *testing.T) {
 		out := askAs(t, cfg, alice, fmt.Sprintf("Use files to read text file: path = '%s'", filepath.Join(root, "hello.txt")))
 		wantIn(t, "read_text_file", out, "hello from the filesystem server")
@@ -172,9 +181,13 @@ func TestEcosystemMCPServers(t *testing.T) {
 			t.Errorf("delete: %s", out)
 		}
 	})
-	t.Run("fetch refuses an undeclared domain", func(t *testing.T) {
-		r := runBinary(t, "", "ask", "--config", cfg, "--user", alice, "Use fetcher to fetch txt: url = 'http://undeclared.example.net/'")
-		if strings.Contains(r.stdout, "Example Domain") {
+	t.Run("fetch reaches a declared domain through the broker", func(t *testing.T) {
+		out := askAs(t, cfg, alice, "Use fetcher to fetch txt: url = 'http://example.org/page'")
+		wantIn(t, "fetch of the declared domain", out, "served to the broker")
+	})
+	t.Run("fetch is refused an undeclared domain", func(t *testing.T) {
+		r := runBinary(t, "", "ask", "--config", cfg, "--user", alice, "Use fetcher to fetch txt: url = 'http://undeclared.example.net/page'")
+		if strings.Contains(r.stdout, "served to the broker") {
 			t.Errorf("an undeclared domain was reached: %s", r.stdout)
 		}
 		wantIn(t, "fetch of an undeclared domain", r.stdout+r.stderr, "example.net")
