@@ -117,36 +117,47 @@ func TestExternalAppInAFewLines(t *testing.T) {
 }
 
 // TestChangedExternalAppAsksAgain: a grant names the app's identity, a
-// hash of its command, scripts and declaration. After the script changes,
-// the stored "always" grant no longer matches and the user is asked again.
+// hash of all its code and its declaration. After the script, or another
+// module of its package (which the server may import), changes, the stored
+// "always" grant no longer matches and the user is asked again.
 func TestChangedExternalAppAsksAgain(t *testing.T) {
 	requireSpokeSandbox(t)
-	script := mcptest.Script(t, mcptest.Dir(t), "words.py")
-	cfg := externalConfig(t, fmt.Sprintf("- name: words\n  command: %s\n  args: [%s]\n", mcptest.Python(t), script))
-	const query = "Use words to shout text = 'hi'.\n"
-	chat := func(input string) string {
-		r := runBinary(t, input+"/quit\n", "chat", "--config", cfg, "--user", "tester")
-		if r.code != exitOK {
-			t.Fatalf("chat: exit %d: %s", r.code, r.stderr)
-		}
-		return r.stdout
-	}
-	if out := chat(query + "a\n"); !strings.Contains(out, `Run the app "words"`) || !strings.Contains(out, "HI!") {
-		t.Fatalf("first run:\n%s", out)
-	}
-	if out := chat(query); strings.Contains(out, "permission needed") || !strings.Contains(out, "HI!") {
-		t.Fatalf("the stored grant did not answer:\n%s", out)
-	}
-	f, err := os.OpenFile(script, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("# a new version\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	if out := chat(query + "o\n"); !strings.Contains(out, `Run the app "words"`) {
-		t.Fatalf("a changed app was not asked for again:\n%s", out)
+	for _, edited := range []string{"words.py", "helper.py"} {
+		t.Run(edited, func(t *testing.T) {
+			dir := mcptest.Dir(t)
+			script := mcptest.Script(t, dir, "words.py")
+			for name, content := range map[string]string{"pyproject.toml": "[project]\nname = \"words\"\n", "helper.py": "X = 1\n"} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := externalConfig(t, fmt.Sprintf("- name: words\n  command: %s\n  args: [%s]\n", mcptest.Python(t), script))
+			const query = "Use words to shout text = 'hi'.\n"
+			chat := func(input string) string {
+				r := runBinary(t, input+"/quit\n", "chat", "--config", cfg, "--user", "tester")
+				if r.code != exitOK {
+					t.Fatalf("chat: exit %d: %s", r.code, r.stderr)
+				}
+				return r.stdout
+			}
+			if out := chat(query + "a\n"); !strings.Contains(out, `Run the app "words"`) || !strings.Contains(out, "HI!") {
+				t.Fatalf("first run:\n%s", out)
+			}
+			if out := chat(query); strings.Contains(out, "permission needed") || !strings.Contains(out, "HI!") {
+				t.Fatalf("the stored grant did not answer:\n%s", out)
+			}
+			f, err := os.OpenFile(filepath.Join(dir, edited), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString("# a new version\n"); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if out := chat(query + "o\n"); !strings.Contains(out, `Run the app "words"`) {
+				t.Fatalf("a changed app was not asked for again:\n%s", out)
+			}
+		})
 	}
 }
 
