@@ -84,7 +84,8 @@ func (e ExternalApp) codeIdentity() (string, error) {
 //   - the directories of PYTHONPATH and NODE_PATH in its environment.
 //
 // A directory named in the arguments is data (the filesystem server's
-// root), not code. Roots are sorted, and one inside another is dropped.
+// root), not code, and so are the paths in the user's scratch. Roots are
+// sorted, and one inside another is dropped.
 func (e ExternalApp) codeRoots() []string {
 	roots := []string{e.Command}
 	for _, arg := range e.Args {
@@ -108,6 +109,8 @@ func (e ExternalApp) codeRoots() []string {
 			}
 		}
 	}
+	// A path in the user's scratch ("{scratch}/…") is that user's data.
+	roots = slices.DeleteFunc(roots, func(r string) bool { return !filepath.IsAbs(r) })
 	slices.Sort(roots)
 	roots = slices.Compact(roots)
 	var kept []string
