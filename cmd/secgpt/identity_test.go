@@ -78,6 +78,25 @@ func TestIdentityCoversTheCode(t *testing.T) {
 	}
 }
 
+// TestIdentityLeavesScratchOut: paths in the user's scratch are the user's
+// data: the identity is computed without them, the same for every user.
+func TestIdentityLeavesScratchOut(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := ExternalApp{Name: "a", Command: self}
+	withScratch := plain
+	withScratch.ReadOnly = []string{"{scratch}/data"}
+	withScratch.Dir = "{scratch}/work"
+	if _, err := withScratch.codeIdentity(); err != nil {
+		t.Fatalf("identity with scratch paths: %v", err)
+	}
+	if roots := withScratch.codeRoots(); len(roots) != 1 || roots[0] != self {
+		t.Fatalf("code roots %v, want only the command", roots)
+	}
+}
+
 // TestIdentityCacheSurvivesARestart: a saved cache is read back, and an
 // entry whose file changed since is not used.
 func TestIdentityCacheSurvivesARestart(t *testing.T) {
