@@ -64,6 +64,10 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			chatCommand(ctx, sys, *userID, line, stdout)
 			continue
 		}
+		if err := sys.cannotRun(line); err != nil {
+			fmt.Fprintf(stdout, "secgpt: sorry, %v\n", err)
+			continue
+		}
 		reply, err := sys.hub.Handle(ctx, hub.Request{User: *userID, Query: line, Consenter: consent})
 		if err != nil {
 			fmt.Fprintf(stdout, "secgpt: sorry, %v\n", userFacing(err))

@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/apps/benchapps"
 	"github.com/secgpt/secgpt/apps/ride"
@@ -57,6 +55,9 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer sys.Close()
+	if err := sys.cannotRun(fs.Arg(0)); err != nil {
+		return err
+	}
 	reply, err := sys.hub.Handle(ctx, hub.Request{User: *user, Query: fs.Arg(0), Consenter: consenter})
 	if *asJSON && reply != nil && reply.Record != nil {
 		enc := json.NewEncoder(stdout)
@@ -175,34 +176,6 @@ func printRows(w io.Writer, rows []casestudy.Row) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Case, r.Mode, yesNo(r.Attack), yesNo(r.Task), r.LLMCalls, r.Wall.Round(time.Millisecond), detail)
 	}
 	tw.Flush()
-}
-
-func runApps(args []string, stdout io.Writer) error {
-	fs := newFlags("apps", stdout)
-	configPath := fs.String("config", "", "config file")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, _, err := configFor(*configPath)
-	if err != nil {
-		return err
-	}
-	for _, name := range cfg.Apps.Installed {
-		a, _ := apps.Lookup(name)
-		printApp(stdout, a.Spec(), cfg.appLimits(name))
-	}
-	// External apps' functions are what their servers list: start each.
-	declared := cfg.Apps.External
-	specs, failed := discoverExternal(context.Background(), &cfg, zerolog.Nop())
-	for _, e := range declared {
-		if err := failed[e.Name]; err != nil {
-			fmt.Fprintf(stdout, "%s (external MCP app): NOT INSTALLED: %s\n", e.Name, oneLine(err.Error(), 600))
-		}
-	}
-	for _, s := range specs {
-		printApp(stdout, s, cfg.appLimits(s.Name))
-	}
-	return nil
 }
 
 // printApp describes one app: what it is, what it may reach, how it is confined.

@@ -57,7 +57,10 @@ commands:
   doctor      check each model endpoint: which server, structured output, tool calls, context window
   bench       measure isolated against vanilla in the shape of the paper's Table IV, and users arriving at once:
               secgpt bench [--latency 1s] [--per-category N] [--users 1,10,50,100,200] [--json FILE]
-  apps        list the installed apps
+  apps        list the installed apps, starting each external app's server: secgpt apps [--config FILE]
+              (exits 1 when an external app could not be discovered)
+              secgpt apps add [--name N] [--into DIR] npm:PACKAGE@VERSION | PATH [ARG...]: install an
+              MCP server and print its config entry
   sandbox-check  run a hostile app against the sandbox, offline, and print each attack: blocked or not, and how
   seed        load a fixture into a user's app data: secgpt seed --user ID FILE
 
@@ -117,7 +120,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "doctor":
 		return runDoctor(ctx, rest, stdout, stderr)
 	case "apps":
-		return runApps(rest, stdout)
+		return runApps(ctx, rest, stdout, stderr)
 	case "seed":
 		return runSeed(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":

@@ -38,6 +38,9 @@ type system struct {
 	models *modelEndpoints
 	spokes *spoke.Manager
 	hub    *hub.Hub
+	// unavailable are the declared external apps that could not be
+	// discovered, and why.
+	unavailable map[string]error
 }
 
 // openSystem assembles the store, the model endpoint, the spoke manager
@@ -60,7 +63,8 @@ func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zero
 		return nil, err
 	}
 	// Before the spoke manager, which must know what discovery found.
-	external, _ := discoverExternal(ctx, &cfg, log)
+	external, unavailable := discoverExternal(ctx, &cfg, st, log)
+	s.unavailable = unavailable
 	s.cfg = cfg
 	if s.spokes, err = newSpokeManager(cfg, log); err != nil {
 		s.Close()
@@ -216,8 +220,17 @@ func spokeOptions(cfg Config, log zerolog.Logger) spoke.Options {
 // newEgress is the hub's egress broker. A response travels base64 in a JSON
 // frame, so its body is bounded well under the frame limit.
 func newEgress(cfg Config) *egress.Broker {
-	return egress.New(egress.Options{MaxResponseBytes: int64(cfg.Spokes.MaxFrameBytes) * 6 / 10})
+	opts := egress.Options{MaxResponseBytes: int64(cfg.Spokes.MaxFrameBytes) * 6 / 10}
+	if egressForTests != nil {
+		egressForTests(&opts)
+	}
+	return egress.New(opts)
 }
+
+// egressForTests is nil but in the end-to-end tests' binary (egress_e2e.go,
+// built with the e2e tag only), where it points the broker's resolver and
+// dialer at a loopback test server.
+var egressForTests func(*egress.Options)
 
 func newHub(ctx context.Context, cfg Config, st *store.Store, model hub.LLM, runner hub.Runner, specs []apps.Spec, egress hub.Egress, log zerolog.Logger) (*hub.Hub, error) {
 	return hub.New(ctx, hub.Options{
