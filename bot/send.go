@@ -92,10 +92,12 @@ func (b *Bot) post(ctx context.Context, m message) (id.EventID, error) {
 
 // deliver posts m, trying again after each of b.retryWaits while the
 // failure may pass (mautrix has already retried the request a few times by
-// then). Every attempt carries one transaction ID, so a message the
-// homeserver took before a lost response is not posted twice.
+// then). Every attempt carries one transaction ID (m.txn, or a new one), so
+// a message the homeserver took before a lost response is not posted twice.
 func (b *Bot) deliver(ctx context.Context, m message) (id.EventID, error) {
-	m.txn = b.cli.TxnID()
+	if m.txn == "" {
+		m.txn = b.cli.TxnID()
+	}
 	for attempt := 0; ; attempt++ {
 		evt, err := b.post(ctx, m)
 		if err == nil || attempt == len(b.retryWaits) || !transient(err) || ctx.Err() != nil {

@@ -319,12 +319,18 @@ func TestInboxLifecycle(t *testing.T) {
 	if err := db.setState(ctx, "$2", stateWorking, ""); err != nil {
 		t.Fatal(err)
 	}
-	interrupted, err := db.interruptWorking(ctx)
-	if err != nil || len(interrupted) != 1 || interrupted[0].EventID != "$2" {
-		t.Fatalf("interruptWorking = %+v, %v", interrupted, err)
+	notice := func(r inboxRow) reply {
+		return reply{Row: r, Txn: "txn" + string(r.EventID), Text: "restarted", Kind: kindNotice, Done: stateInterrupted}
 	}
-	if again, _ := db.interruptWorking(ctx); len(again) != 0 {
-		t.Error("an interrupted row was reported twice")
+	if err := db.interruptWorking(ctx, notice); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.interruptWorking(ctx, notice); err != nil {
+		t.Fatal(err)
+	}
+	sending, err := db.sending(ctx)
+	if err != nil || len(sending) != 1 || sending[0].Row.EventID != "$2" || sending[0].Txn != "txn$2" || sending[0].Text != "restarted" || sending[0].Done != stateInterrupted {
+		t.Fatalf("sending after interruptWorking = %+v, %v", sending, err)
 	}
 	if next, _, _ := db.next(ctx, "@a:x"); next.EventID != "$3" {
 		t.Errorf("next after the interruption = %s, want $3", next.EventID)
