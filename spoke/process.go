@@ -2,6 +2,7 @@ package spoke
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/reveal"
 )
 
 // The parent side's view of one running spoke: reading and writing its
@@ -210,26 +213,34 @@ func (p *process) forwardLogs(r io.Reader) {
 			dropped++
 			continue
 		}
-		line := sc.Bytes()
-		var entry struct {
-			Level   string `json:"level"`
-			Message string `json:"message"`
-			Error   string `json:"error"`
-		}
-		if json.Unmarshal(line, &entry) != nil || entry.Message == "" {
-			p.log.Info().Str("spoke_stderr", string(line)).Msg("Spoke output")
-			continue
-		}
-		lvl, err := zerolog.ParseLevel(entry.Level)
-		if err != nil || lvl == zerolog.NoLevel {
-			lvl = zerolog.InfoLevel
-		}
-		ev := p.log.WithLevel(lvl).RawJSON("spoke_log", line)
-		if entry.Error != "" {
-			ev = ev.Str("spoke_error", entry.Error)
-		}
-		ev.Msg("Spoke: " + entry.Message)
+		p.relay(sc.Bytes())
 	}
+}
+
+// relay logs one line of the child's stderr. Everything in it is data the
+// child (and so the app in it) wrote: it is logged under a message of the
+// hub's own, at info level (debug when it claims debug or trace), with
+// its text escaped, so that no app line can pass for an operator's line,
+// raise an alarm by naming a level, or act on the operator's terminal.
+func (p *process) relay(line []byte) {
+	var entry map[string]any
+	if json.Unmarshal(line, &entry) != nil {
+		p.log.Info().Str("spoke_stderr", reveal.Line(string(line))).Msg("Spoke output")
+		return
+	}
+	claimed, _ := entry["level"].(string)
+	lvl := zerolog.InfoLevel
+	if l, err := zerolog.ParseLevel(claimed); err == nil && l < zerolog.InfoLevel {
+		lvl = zerolog.DebugLevel
+	}
+	var escaped bytes.Buffer
+	enc := json.NewEncoder(&escaped)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(reveal.Value(entry)); err != nil {
+		p.log.Info().Str("spoke_stderr", reveal.Line(string(line))).Msg("Spoke output")
+		return
+	}
+	p.log.WithLevel(lvl).RawJSON("spoke_log", reveal.JSON(bytes.TrimSpace(escaped.Bytes()))).Msg("Spoke log line")
 }
 
 // describeDeath says in words why a spoke ended.

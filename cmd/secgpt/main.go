@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	_ "github.com/secgpt/secgpt/apps/all"
+	"github.com/secgpt/secgpt/reveal"
 	"github.com/secgpt/secgpt/spoke"
 )
 
@@ -79,7 +80,7 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "secgpt:", err)
+	fmt.Fprintln(stderr, "secgpt:", reveal.Text(err.Error()))
 	var ue *usageError
 	var ce *configError
 	var se *startupError

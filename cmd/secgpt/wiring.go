@@ -8,26 +8,60 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/egress"
 	"github.com/secgpt/secgpt/llm"
+	"github.com/secgpt/secgpt/reveal"
 	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/spoke"
 	"github.com/secgpt/secgpt/store"
 )
 
+// newLogger logs to w. Log lines carry text apps, models and Matrix users
+// wrote, so neither format lets it act on a terminal: the console format
+// escapes every value and colours only a terminal, and JSON lines carry
+// what a terminal would act on as \u escapes.
 func newLogger(cfg LoggingConfig, w io.Writer) zerolog.Logger {
 	lvl, err := zerolog.ParseLevel(cfg.Level)
 	if err != nil {
 		lvl = zerolog.WarnLevel
 	}
 	if cfg.Format == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w), FormatPrepare: revealFields}
+	} else {
+		w = revealJSON{w}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
+}
+
+// revealFields escapes every string of a console log line before it is
+// formatted.
+func revealFields(fields map[string]any) error {
+	for k, v := range fields {
+		fields[k] = reveal.Value(v)
+	}
+	return nil
+}
+
+// revealJSON writes JSON log lines with what a terminal would act on as
+// \u escapes (zerolog writes one line per Write).
+type revealJSON struct{ w io.Writer }
+
+func (r revealJSON) Write(p []byte) (int, error) {
+	if _, err := r.w.Write(reveal.JSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // system is everything a front end needs, assembled from the config.
