@@ -592,3 +592,40 @@ func openTestBotDB(t *testing.T) (*store.Store, *botDB) {
 	}
 	return st, db
 }
+
+// TestPlainWords: rates and removals are said in plain words, not in Go's
+// duration syntax or as "0 ... in all".
+func TestPlainWords(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		per  time.Duration
+		want string
+	}{
+		{10, time.Minute, "at most 10 messages a minute"},
+		{1, time.Hour, "at most 1 message an hour"},
+		{5, 30 * time.Second, "at most 5 messages every 30 seconds"},
+		{20, 2 * time.Minute, "at most 20 messages every 2 minutes"},
+		{3, 90 * time.Second, "at most 3 messages every 90 seconds"},
+		{3, 1500 * time.Millisecond, "at most 3 messages every 1.5s"},
+	} {
+		if got := rateWords(c.n, c.per); got != c.want {
+			t.Errorf("rateWords(%d, %s) = %q, want %q", c.n, c.per, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		n    int
+		app  string
+		want string
+	}{
+		{0, "", "You had no stored permissions, so there was nothing to remove."},
+		{0, "metro_hail", "You had no stored permissions for `metro_hail`, so there was nothing to remove."},
+		{1, "", "Removed your one stored permission. I will ask again next time."},
+		{3, "", "Removed all 3 of your stored permissions. I will ask again next time."},
+		{1, "metro_hail", "Removed 1 stored permission for `metro_hail`. I will ask again next time."},
+		{2, "metro_hail", "Removed 2 stored permissions for `metro_hail`. I will ask again next time."},
+	} {
+		if got := revokedWords(c.n, c.app); got != c.want {
+			t.Errorf("revokedWords(%d, %q) = %q, want %q", c.n, c.app, got, c.want)
+		}
+	}
+}
