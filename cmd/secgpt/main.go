@@ -181,6 +181,9 @@ func openFor(ctx context.Context, path string, stderr io.Writer, oneQuery bool) 
 	if note != "" {
 		fmt.Fprintln(stderr, note)
 	}
+	if err := checkScratch(cfg); err != nil {
+		return nil, err
+	}
 	log := newLogger(cfg.Logging, stderr)
 	if err := checkSandbox(cfg, stderr, log); err != nil {
 		return nil, &startupError{err: err}

@@ -154,6 +154,27 @@ func sandboxLimits(cfg SandboxConfig, app string) sandbox.Limits {
 	return l
 }
 
+// checkScratch makes sure, at start, that spokes will be able to use their
+// scratch directories: the root exists (0711, as spoke.ScratchDir keeps
+// it) and the uid spokes run as can pass through every directory down to
+// it. Otherwise every approved request would fail later, one by one.
+func checkScratch(cfg Config) error {
+	root := cfg.Spokes.ScratchDir
+	bad := func(format string, args ...any) error {
+		return &configError{err: fmt.Errorf("config: spokes.scratch_dir: %s", fmt.Sprintf(format, args...))}
+	}
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return bad("cannot create %s: %v", root, err)
+	}
+	if err := os.Chmod(root, 0o711); err != nil {
+		return bad("cannot make %s passable: %v", root, err)
+	}
+	if err := sandbox.ReachableBySpokes(root); err != nil {
+		return bad("the apps' sandboxed user cannot reach %s (%v); choose a directory every user may pass through, such as /var/lib/secgpt/scratch", root, err)
+	}
+	return nil
+}
+
 // checkSandbox prints what the kernel offers, one line per protection, and
 // refuses to start when a protection is missing, unless the operator opted
 // out in the config, which is logged loudly.
