@@ -590,6 +590,8 @@ type botOptions struct {
 	accessToken bool
 	// homeserver is the URL the bot talks to (default: Dendrite's).
 	homeserver string
+	// external are apps.external entries of the config.
+	external []map[string]any
 }
 
 // startBot registers a bot account, writes its config and starts it.
@@ -655,6 +657,9 @@ func startBot(t *testing.T, o botOptions) *botProc {
 			"max_message_bytes": o.maxMessage,
 			"consent_settle":    o.settle.String(),
 		},
+	}
+	if o.external != nil {
+		cfg["apps"].(map[string]any)["external"] = o.external
 	}
 	b.config = filepath.Join(b.dir, "config.yaml")
 	b.logPath = filepath.Join(b.dir, "bot.log")
