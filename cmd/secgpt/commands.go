@@ -176,7 +176,7 @@ func printRows(w io.Writer, rows []casestudy.Row) {
 		if r.Err != "" {
 			detail = "error: " + r.Err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Case, r.Mode, yesNo(r.Attack), yesNo(r.Task), r.LLMCalls, r.Wall.Round(time.Millisecond), detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Case, r.Mode, yesNo(r.Attack), yesNo(r.Task), r.LLMCalls, r.Wall.Round(time.Millisecond), reveal.Line(detail))
 	}
 	tw.Flush()
 }

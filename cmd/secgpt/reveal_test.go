@@ -13,7 +13,7 @@ import (
 // and server stderr carry every C0 and C1 control, DEL, CSI, OSC 0/2
 // titles, OSC 8 links, OSC 52 clipboard writes, a screen clear, bidi and
 // zero-width characters and a forged permission prompt (fixture
-// escapes.py). Neither `secgpt ask` nor `secgpt chat` writes any of it to
+// escapes.py). Neither `secgpt ask` (isolated or vanilla) nor `secgpt chat` writes any of it to
 // the terminal as it is, on stdout or in the log on stderr, and no forged
 // prompt starts a line.
 func TestAppTextCannotActOnTheTerminal(t *testing.T) {
@@ -40,6 +40,16 @@ func TestAppTextCannotActOnTheTerminal(t *testing.T) {
 		query := fmt.Sprintf("Use escapes to %s: %s text = 'x'.", f, f)
 		t.Run("ask "+f, func(t *testing.T) {
 			check(t, "ask", runBinary(t, "", "ask", "--config", cfg, "--user", "u", query))
+		})
+		t.Run("ask --mode vanilla "+f, func(t *testing.T) {
+			// The baseline mixes every app's text into one answer by design:
+			// it attributes nothing, but it does not let the text act either.
+			r := runBinary(t, "", "ask", "--config", cfg, "--user", "u", "--mode", "vanilla", query)
+			for _, out := range []string{r.stdout, r.stderr} {
+				if c, ok := revealtest.Active(out, true); ok {
+					t.Errorf("vanilla: %U is written as it is:\n%q", c, out)
+				}
+			}
 		})
 		t.Run("ask --json "+f, func(t *testing.T) {
 			check(t, "ask --json", runBinary(t, "", "ask", "--config", cfg, "--user", "u", "--json", query))
