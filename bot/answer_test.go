@@ -101,6 +101,8 @@ func TestNoRemoteMediaAndLinksShowTheirTarget(t *testing.T) {
 		{`<img src="https://evil.example/t.png">`, "&lt;img src="},
 		{"[https://bank.example](https://evil.example/login)", "https://bank.example (https://evil.example/login)"},
 		{"[![i](https://e.example/x.png)](https://e.example/y)", "[image not shown: https://e.example/x.png] (https://e.example/y)"},
+		// A mention stays a pill: clients show the user it points to.
+		{"[alice](https://matrix.to/#/@alice:x)", `<a href="https://matrix.to/#/@alice:x">alice</a>`},
 	} {
 		c2 := content(c.in)
 		html := c2.FormattedBody

@@ -1,6 +1,8 @@
 package bot
 
 import (
+	"strings"
+
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/parser"
@@ -20,8 +22,16 @@ var markdown = goldmark.New(format.Extensions, format.HTMLOptions,
 	goldmark.WithParserOptions(parser.WithASTTransformers(util.Prioritized(inertMedia{}, 0))))
 
 // inertMedia turns images into text naming their address, and links into
-// their text followed by their target.
+// their text followed by their target. A link to a Matrix user (a pill,
+// such as a prompt's mention of the asking user) stays: clients show it as
+// the user it points to, whatever its text says.
 type inertMedia struct{}
+
+// userPill reports whether a link's destination is a Matrix user.
+func userPill(dest []byte) bool {
+	d := string(dest)
+	return strings.HasPrefix(d, "https://matrix.to/#/@") || strings.HasPrefix(d, "matrix:u/")
+}
 
 func (inertMedia) Transform(doc *ast.Document, reader text.Reader, _ parser.Context) {
 	var images, links []ast.Node
@@ -42,6 +52,9 @@ func (inertMedia) Transform(doc *ast.Document, reader text.Reader, _ parser.Cont
 	}
 	for _, n := range links {
 		link := n.(*ast.Link)
+		if userPill(link.Destination) {
+			continue
+		}
 		parent := link.Parent()
 		for c := link.FirstChild(); c != nil; c = link.FirstChild() {
 			parent.InsertBefore(parent, link, c)
