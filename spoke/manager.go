@@ -387,7 +387,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	var private []byte
 	if m.opts.Extra != nil {
 		if extra, private, err = m.opts.Extra(key); err != nil {
-			return nil, m.failure(key, "could not be started", err)
+			return nil, m.failure(key, "could not be started: "+err.Error(), err)
 		}
 	}
 	if len(extra) == 0 && private == nil && policy.Prestartable(m.opts.SparePolicy) {
@@ -410,7 +410,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	var fd4 *os.File
 	if private != nil {
 		if fd4, err = privatePipe(private); err != nil {
-			return nil, m.failure(key, "could not be started", err)
+			return nil, m.failure(key, "could not be started: "+err.Error(), err)
 		}
 		defer fd4.Close()
 	}
