@@ -254,6 +254,9 @@ type Outcome struct {
 	Stdout, Stderr string
 	// Elapsed is the wall-clock time from start to exit.
 	Elapsed time.Duration
+	// CPU is the user and system time the child used: what RLIMIT_CPU
+	// counts, unlike Elapsed, whatever the machine's load.
+	CPU time.Duration
 }
 
 // Result is the JSON line the child writes on stdout.
@@ -311,6 +314,7 @@ func Run(tb testing.TB, c Child) Outcome {
 	err = cmd.Wait()
 	out := Outcome{Stdout: stdout.String(), Stderr: stderr.String(), Elapsed: time.Since(start)}
 	out.ExitCode = cmd.ProcessState.ExitCode()
+	out.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		out.Signal = ws.Signal()
 	}
