@@ -416,12 +416,12 @@ func (b *Bot) resume(ctx context.Context) error {
 	}
 	// A message found being served gets a notice instead of its answer,
 	// stored and sent like one: once, even if the bot stops again.
-	err = b.db.interruptWorking(ctx, func(r inboxRow) reply {
+	err = b.db.interruptWorking(ctx, func(r inboxRow) (reply, bool) {
 		msg := "I restarted while I was working on this message, so it was not finished, and any permission request for it has expired. I did not start it again, because an app may already have acted on it: send it again if you still want it."
 		if r.Kind == kindCommand {
 			msg = "I restarted while I was working on this command; send it again to be sure it was done."
 		}
-		return reply{Row: r, Txn: b.cli.TxnID(), Text: msg, Kind: kindNotice, Done: stateInterrupted}
+		return reply{Row: r, Txn: b.cli.TxnID(), Text: msg, Kind: kindNotice, Done: stateInterrupted}, true
 	})
 	if err != nil {
 		return err

@@ -254,9 +254,10 @@ func (d *botDB) sending(ctx context.Context) ([]reply, error) {
 
 // interruptWorking turns every message found being served (the bot
 // stopped while serving it) into a stored reply saying so, sent like an
-// answer: once, even across another crash. It runs once at start, before
-// any message is served.
-func (d *botDB) interruptWorking(ctx context.Context, notice func(inboxRow) reply) error {
+// answer: once, even across another crash; or, where notice reports false
+// (the user hears of it otherwise), marks it interrupted. It runs once at
+// start, before any message is served.
+func (d *botDB) interruptWorking(ctx context.Context, notice func(inboxRow) (reply, bool)) error {
 	return d.db.DoTxn(ctx, nil, func(ctx context.Context) error {
 		rows, err := d.db.Query(ctx, "SELECT "+inboxColumns+" FROM bot_inbox WHERE state=$1", stateWorking)
 		working, err := dbutil.NewRowIterWithError(rows, scanInbox, err).AsList()
@@ -264,7 +265,14 @@ func (d *botDB) interruptWorking(ctx context.Context, notice func(inboxRow) repl
 			return fmt.Errorf("failed to read interrupted messages: %w", err)
 		}
 		for _, r := range working {
-			if err := d.startSending(ctx, notice(r)); err != nil {
+			n, ok := notice(r)
+			if !ok {
+				if err := d.setState(ctx, r.EventID, stateInterrupted, ""); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := d.startSending(ctx, n); err != nil {
 				return err
 			}
 		}

@@ -148,11 +148,10 @@ func (f *fakeHS) send(w http.ResponseWriter, r *http.Request) {
 	f.n++
 	evt := id.EventID(fmt.Sprintf("$bot%d", f.n))
 	f.byTxn[txn] = evt
-	s := sent{Room: id.RoomID(r.PathValue("room")), Type: r.PathValue("type"), Txn: txn, ID: evt, Content: c}
-	f.events = append(f.events, s)
+	f.events = append(f.events, sent{Room: id.RoomID(r.PathValue("room")), Type: r.PathValue("type"), Txn: txn, ID: evt, Content: c})
 	close(f.changed)
 	f.changed = make(chan struct{})
-	if f.lost != nil && f.lost(s) {
+	if f.lost != nil && f.lost(f.events[len(f.events)-1]) {
 		w.WriteHeader(http.StatusBadGateway)
 		return
 	}

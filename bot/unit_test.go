@@ -319,8 +319,12 @@ func TestInboxLifecycle(t *testing.T) {
 	if err := db.setState(ctx, "$2", stateWorking, ""); err != nil {
 		t.Fatal(err)
 	}
-	notice := func(r inboxRow) reply {
-		return reply{Row: r, Txn: "txn" + string(r.EventID), Text: "restarted", Kind: kindNotice, Done: stateInterrupted}
+	// $4's user hears of the restart otherwise (an open prompt's edit).
+	if _, err := db.add(ctx, inboxRow{EventID: "$4", RoomID: "!r:x", UserID: "@b:x", Kind: kindQuery, Body: "$4", State: stateWorking}); err != nil {
+		t.Fatal(err)
+	}
+	notice := func(r inboxRow) (reply, bool) {
+		return reply{Row: r, Txn: "txn" + string(r.EventID), Text: "restarted", Kind: kindNotice, Done: stateInterrupted}, r.EventID != "$4"
 	}
 	if err := db.interruptWorking(ctx, notice); err != nil {
 		t.Fatal(err)
@@ -331,6 +335,10 @@ func TestInboxLifecycle(t *testing.T) {
 	sending, err := db.sending(ctx)
 	if err != nil || len(sending) != 1 || sending[0].Row.EventID != "$2" || sending[0].Txn != "txn$2" || sending[0].Text != "restarted" || sending[0].Done != stateInterrupted {
 		t.Fatalf("sending after interruptWorking = %+v, %v", sending, err)
+	}
+	var state string
+	if err := st.DB().QueryRow(ctx, "SELECT state FROM bot_inbox WHERE event_id=$1", "$4").Scan(&state); err != nil || state != stateInterrupted {
+		t.Errorf("a message without a notice is %q (%v), want interrupted", state, err)
 	}
 	if next, _, _ := db.next(ctx, "@a:x"); next.EventID != "$3" {
 		t.Errorf("next after the interruption = %s, want $3", next.EventID)
