@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/reveal"
 	"github.com/secgpt/secgpt/sandbox"
 )
 
@@ -344,7 +345,9 @@ func (e *externalApp) logStderr() {
 	for {
 		line, err := r.ReadSlice('\n')
 		if len(line) > 0 {
-			text := strings.TrimRight(strings.ToValidUTF8(string(line), "?"), "\r\n")
+			// What the server wrote is data: shown, never interpreted, in
+			// the log and in the error messages that quote it.
+			text := reveal.Line(strings.TrimRight(string(line), "\r\n"))
 			if errors.Is(err, bufio.ErrBufferFull) {
 				text += "…"
 				// Skip the rest of the over-long line.

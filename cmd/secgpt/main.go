@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	_ "github.com/secgpt/secgpt/apps/all"
+	"github.com/secgpt/secgpt/reveal"
 	"github.com/secgpt/secgpt/spoke"
 )
 
@@ -82,7 +83,7 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "secgpt:", err)
+	fmt.Fprintln(stderr, "secgpt:", reveal.Text(err.Error()))
 	var ue *usageError
 	var ce *configError
 	var se *startupError
@@ -182,6 +183,9 @@ func openFor(ctx context.Context, path string, stderr io.Writer, oneQuery bool) 
 	}
 	if note != "" {
 		fmt.Fprintln(stderr, note)
+	}
+	if err := checkScratch(cfg); err != nil {
+		return nil, err
 	}
 	log := newLogger(cfg.Logging, stderr)
 	if err := checkSandbox(cfg, stderr, log); err != nil {
