@@ -375,9 +375,7 @@ func (b *Bot) resume(ctx context.Context) error {
 		if err := b.db.closePrompt(ctx, p.EventID, promptExpired, outcomeLine(o)); err != nil {
 			return err
 		}
-		if err := b.edit(ctx, p.RoomID, p.EventID, p.Markdown+"\n\n"+outcomeLine(o), kindPrompt); err != nil {
-			b.log.Warn().Err(err).Str("event_id", p.EventID.String()).Msg("Failed to mark a prompt expired")
-		}
+		b.closePromptEvent(ctx, p.RoomID, p.EventID, readStoredPrompt(p.Markdown), o)
 	}
 	// The state changes before the notice is sent: a crash in between loses
 	// the notice rather than sending it twice.

@@ -190,17 +190,29 @@ const closedPromptNotice = "That permission request is already closed, so your a
 // a consent prompt. A reply answers the prompt it replies to and no other:
 // one replying to a closed prompt is consumed without effect (its sender is
 // told), never taken for a newer prompt. Only a message that replies to
-// nothing answers its sender's only open prompt in the room. It reports
+// nothing answers its sender's only open prompt in the room. A reply that
+// names apps of an open prompt refuses them (prompts.refuse). It reports
 // whether the message was consumed.
 func (b *Bot) takeAnswer(ctx context.Context, log zerolog.Logger, evt *event.Event, rel *event.RelatesTo, body string) bool {
-	d, ok := wordDecision(body)
-	if !ok {
-		return false
-	}
 	// In a thread, a client sets in_reply_to to the thread's latest event
 	// as a fallback for clients without threads: that is no reply the user
 	// chose.
 	target := rel.GetNonFallbackReplyTo()
+	if apps := refusalApps(body); len(apps) > 0 {
+		// Naming apps of an open prompt refuses them; other words are not
+		// about a prompt.
+		p := target
+		if p == "" {
+			p = b.prompts.soleOpen(evt.RoomID, evt.Sender)
+		}
+		if p != "" && b.prompts.refuse(evt.RoomID, p, evt.Sender, apps) {
+			return true
+		}
+	}
+	d, ok := wordDecision(body)
+	if !ok {
+		return false
+	}
 	if target == "" {
 		p := b.prompts.soleOpen(evt.RoomID, evt.Sender)
 		return p != "" && b.prompts.answer(evt.RoomID, p, evt.Sender, d)

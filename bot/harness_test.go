@@ -93,6 +93,7 @@ func newFakeHS(t *testing.T) *fakeHS {
 	f := &fakeHS{t: t, byTxn: map[string]id.EventID{}, changed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/send/{type}/{txn}", f.send)
+	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/redact/{event}/{txn}", f.send)
 	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/typing/{user}", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "{}")
 	})
@@ -145,7 +146,11 @@ func (f *fakeHS) send(w http.ResponseWriter, r *http.Request) {
 	f.n++
 	evt := id.EventID(fmt.Sprintf("$bot%d", f.n))
 	f.byTxn[txn] = evt
-	f.events = append(f.events, sent{Room: id.RoomID(r.PathValue("room")), Type: r.PathValue("type"), Txn: txn, ID: evt, Content: c})
+	typ := r.PathValue("type")
+	if redacts := r.PathValue("event"); redacts != "" {
+		typ, c["redacts"] = event.EventRedaction.Type, redacts
+	}
+	f.events = append(f.events, sent{Room: id.RoomID(r.PathValue("room")), Type: typ, Txn: txn, ID: evt, Content: c})
 	close(f.changed)
 	f.changed = make(chan struct{})
 	_ = json.NewEncoder(w).Encode(map[string]any{"event_id": evt})

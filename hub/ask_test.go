@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/hubtest"
@@ -67,4 +68,25 @@ func TestOnePromptPerRequest(t *testing.T) {
 			t.Fatalf("batches = %+v, want one batch: the data, then running travel_mate", batches)
 		}
 	})
+}
+
+// TestWithin: the time left to answer, as people say it; a deadline a
+// moment under 5 minutes away is "5 minutes" (it read "(in 4 min)").
+func TestWithin(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{5*time.Minute - 40*time.Millisecond, "5 minutes"},
+		{time.Minute, "1 minute"},
+		{59 * time.Second, "59 seconds"},
+		{time.Second, "1 second"},
+		{-time.Second, "0 seconds"},
+		{2 * time.Hour, "2 hours"},
+		{90 * time.Minute, "90 minutes"},
+	} {
+		if got := hub.Within(tt.d); got != tt.want {
+			t.Errorf("Within(%s) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
 }

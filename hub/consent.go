@@ -335,7 +335,7 @@ func Within(d time.Duration) string {
 		}
 		return fmt.Sprintf("%d %ss", n, unit)
 	}
-	if d < 90*time.Second {
+	if d < 59500*time.Millisecond {
 		return plural(max(0, int(math.Round(d.Seconds()))), "second")
 	}
 	m := int(math.Round(d.Minutes()))
