@@ -103,6 +103,9 @@ func renderPrompt(reqs []hub.ConsentRequest, offered []choice, v promptView) (he
 	} else {
 		f += "."
 	}
+	if slices.ContainsFunc(offered, func(c choice) bool { return c.Decision == hub.DecisionSession }) {
+		f += " ✅ covers exactly what is shown; 🔁 and ♾️ let an app run the functions a request plans, with any arguments."
+	}
 	f += " Answer within " + hub.Within(v.within) + "; no answer means no."
 	foot.add(f, html.EscapeString(f))
 	return head, foot, nil

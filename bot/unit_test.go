@@ -215,7 +215,7 @@ func TestRenderPrompt(t *testing.T) {
 	if head.Body != wantBody {
 		t.Errorf("head =\n%s\nwant\n%s", head.Body, wantBody)
 	}
-	if want := "React ✅ once · 🔁 this session · ♾️ always · ❌ deny for all; to refuse one app, reply with its name. Answer within 5 minutes; no answer means no."; foot.Body != want {
+	if want := "React ✅ once · 🔁 this session · ♾️ always · ❌ deny for all; to refuse one app, reply with its name. ✅ covers exactly what is shown; 🔁 and ♾️ let an app run the functions a request plans, with any arguments. Answer within 5 minutes; no answer means no."; foot.Body != want {
 		t.Errorf("foot = %q\nwant  %q", foot.Body, want)
 	}
 	if !strings.Contains(head.HTML, `<a href="https://matrix.to/#/@alice:example.org">`) {
