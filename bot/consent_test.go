@@ -347,3 +347,26 @@ func TestOnlyPromptsTakeAnswers(t *testing.T) {
 		t.Fatalf("a reaction to an answer decided %s", d)
 	}
 }
+
+// TestTypingAsSoonAsAnAnswerArrives: while a prompt is open the bot does
+// not type; an answer reaction turns typing on at once, before the
+// reaction has stood for the settle time and counts.
+func TestTypingAsSoonAsAnAnswerArrives(t *testing.T) {
+	const settle = 2 * time.Second
+	tb := newTestBot(t, Options{ConsentSettle: settle})
+	room := tb.room("!dm:x", alice)
+	tb.asking(consentRequest(alice, hub.CategoryExec, time.Minute), time.Minute, nil)
+	q := tb.say(room, alice, "go")
+	p := tb.hs.prompt(room, q.ID)
+	time.Sleep(100 * time.Millisecond)
+	reacted := time.Now()
+	tb.react(room, alice, p.ID, "✅")
+	deadline := time.Now().Add(settle / 2)
+	for !tb.hs.typingSince(reacted) {
+		if time.Now().After(deadline) {
+			t.Fatal("no typing within half the settle time of the answer reaction")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer))
+}

@@ -116,12 +116,13 @@ func (b *Bot) accept(ctx context.Context, log zerolog.Logger, row inboxRow, req 
 		return
 	}
 	refusal := ""
+	ahead := 0
 	if !b.limiter.allow(row.UserID, time.Now()) {
 		refusal = fmt.Sprintf("You are sending messages faster than I take them (at most %d per %s), so I ignored this one. Please wait a little.", b.opts.RateMessages, b.opts.RateWindow)
 	} else if n, err := b.db.waiting(ctx, row.UserID); err != nil {
 		log.Error().Err(err).Msg("Failed to count the user's messages; message dropped")
 		return
-	} else if n > b.opts.MaxQueued {
+	} else if ahead = n; n > b.opts.MaxQueued {
 		refusal = fmt.Sprintf("You already have %d messages waiting for me, so I ignored this one. Wait for my answers, or stop the current request with %s.", n, code(b.prefixFor(row.RoomID)+cmdCancel))
 	}
 	if refusal != "" {
@@ -139,8 +140,19 @@ func (b *Bot) accept(ctx context.Context, log zerolog.Logger, row inboxRow, req 
 		log.Error().Err(err).Msg("Failed to record a message; it is dropped")
 		return
 	}
+	if ahead > 0 {
+		// The message waits behind others: say it was taken.
+		b.goBackground(func(ctx context.Context) {
+			if _, err := b.cli.SendReaction(ctx, row.RoomID, row.EventID, queuedReaction); err != nil {
+				log.Warn().Err(err).Msg("Failed to acknowledge a queued message")
+			}
+		})
+	}
 	b.wake(row.UserID)
 }
+
+// queuedReaction acknowledges a message that waits behind others.
+const queuedReaction = "⏳"
 
 // recordAnswered records a message the bot answers at once, outside the
 // user's queue. It reports false for a message seen before (a replayed

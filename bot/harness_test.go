@@ -84,6 +84,8 @@ type fakeHS struct {
 	byTxn   map[string]id.EventID
 	joined  []id.RoomID
 	created []mautrix.ReqCreateRoom
+	// typing are the bot's typing notices, in order.
+	typing []typingAt
 	// fail, if set, may fail a request with a status code (0: serve it).
 	fail    func(r *http.Request) int
 	changed chan struct{}
@@ -94,7 +96,14 @@ func newFakeHS(t *testing.T) *fakeHS {
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/send/{type}/{txn}", f.send)
 	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/redact/{event}/{txn}", f.send)
-	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/typing/{user}", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/typing/{user}", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Typing bool `json:"typing"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		f.typing = append(f.typing, typingAt{on: req.Typing, at: time.Now()})
+		f.mu.Unlock()
 		_, _ = io.WriteString(w, "{}")
 	})
 	mux.HandleFunc("GET /_matrix/client/v3/joined_rooms", func(w http.ResponseWriter, _ *http.Request) {
@@ -154,6 +163,24 @@ func (f *fakeHS) send(w http.ResponseWriter, r *http.Request) {
 	close(f.changed)
 	f.changed = make(chan struct{})
 	_ = json.NewEncoder(w).Encode(map[string]any{"event_id": evt})
+}
+
+// typingAt is one typing notice.
+type typingAt struct {
+	on bool
+	at time.Time
+}
+
+// typingSince reports whether the bot turned typing on after t.
+func (f *fakeHS) typingSince(t time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.typing {
+		if n.on && n.at.After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fakeHS) setFail(fail func(r *http.Request) int) {
