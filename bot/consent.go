@@ -240,6 +240,9 @@ var (
 	// errWrongUser means the hub asked a consenter about another user's
 	// request; it is a denial.
 	errWrongUser = errors.New("consent request for another user")
+	// errNoEncryption means the user has no device with end-to-end
+	// encryption keys, so cannot read the bot's direct chat; a denial.
+	errNoEncryption = errors.New("the user has no device that can read an encrypted chat")
 	// errAskPanicked means asking failed on a bug; it is a denial.
 	errAskPanicked = errors.New("asking for consent panicked")
 )
@@ -513,6 +516,11 @@ func (c *consenter) where(ctx context.Context, reqs []hub.ConsentRequest) (place
 	if !slices.ContainsFunc(reqs, showsPrivateData) || c.bot.directWith(ctx, c.row.RoomID, c.row.UserID) {
 		return here, nil
 	}
+	if !c.bot.canReadEncrypted(ctx, c.row.UserID) {
+		// The direct chat is encrypted: a prompt there would wait unread
+		// until it timed out.
+		return place{}, errNoEncryption
+	}
 	room, created, err := c.bot.directChat(ctx, c.row.UserID)
 	if err != nil {
 		return place{}, err
@@ -539,6 +547,10 @@ func (c *consenter) unreachable(ctx context.Context, log zerolog.Logger, err err
 		return
 	}
 	log.Warn().Err(err).Msg("Failed to reach a user in a direct chat; denying")
+	if errors.Is(err, errNoEncryption) {
+		c.tell(ctx, log, mention(c.row.UserID)+": I need your permission for your message, and the question would show your data here, so I ask in our direct chat, which is encrypted; your Matrix client has no encryption keys and could not read it, so nothing that needed it ran. Sign in with a client that supports end-to-end encryption (Element, for example) and ask again.", kindError)
+		return
+	}
 	c.tell(ctx, log, mention(c.row.UserID)+": I need your permission for your message, and the question would show your data here, but I could not reach you in a direct chat, so nothing that needed it ran. Start a direct chat with me and ask again.", kindError)
 }
 

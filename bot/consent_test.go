@@ -370,3 +370,28 @@ func TestTypingAsSoonAsAnAnswerArrives(t *testing.T) {
 	}
 	tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer))
 }
+
+// TestNoPromptInAChatTheUserCannotRead: a prompt that must go to the
+// user's encrypted direct chat, for a user whose client has no encryption
+// keys, is not posted there to time out unread: the request is denied at
+// once and the room told why, without the data.
+func TestNoPromptInAChatTheUserCannotRead(t *testing.T) {
+	tb := newTestBot(t, Options{ConsentSettle: 10 * time.Millisecond})
+	room := tb.room("!shared:x", alice, bob)
+	tb.room("!alicedm:x", alice)
+	tb.hs.mu.Lock()
+	tb.hs.noKeys[alice] = true
+	tb.hs.mu.Unlock()
+	tb.asking(consentRequest(alice, hub.CategoryData, time.Minute), time.Minute, nil)
+	q := tb.say(room, alice, "! go")
+	n := tb.hs.waitFor("notice of the denial", replyOfKind(room, q.ID, kindError))
+	if !contains(n.body(), alice.String(), "no encryption keys") || strings.Contains(n.body(), "1980") {
+		t.Errorf("notice = %q", n.body())
+	}
+	if got := tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer)).body(); got != "decided deny (error)" {
+		t.Errorf("answer = %q", got)
+	}
+	if p := tb.hs.all(messageOfKind("!alicedm:x", kindPrompt)); len(p) != 0 {
+		t.Errorf("a prompt went to a chat Alice cannot read: %s", p[0].body())
+	}
+}

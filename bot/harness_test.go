@@ -84,6 +84,8 @@ type fakeHS struct {
 	byTxn   map[string]id.EventID
 	joined  []id.RoomID
 	created []mautrix.ReqCreateRoom
+	// noKeys are users without a device with encryption keys.
+	noKeys map[id.UserID]bool
 	// typing are the bot's typing notices, in order.
 	typing []typingAt
 	// fail, if set, may fail a request with a status code (0: serve it).
@@ -92,7 +94,7 @@ type fakeHS struct {
 }
 
 func newFakeHS(t *testing.T) *fakeHS {
-	f := &fakeHS{t: t, byTxn: map[string]id.EventID{}, changed: make(chan struct{})}
+	f := &fakeHS{t: t, byTxn: map[string]id.EventID{}, noKeys: map[id.UserID]bool{}, changed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/send/{type}/{txn}", f.send)
 	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/redact/{event}/{txn}", f.send)
@@ -105,6 +107,20 @@ func newFakeHS(t *testing.T) *fakeHS {
 		f.typing = append(f.typing, typingAt{on: req.Typing, at: time.Now()})
 		f.mu.Unlock()
 		_, _ = io.WriteString(w, "{}")
+	})
+	mux.HandleFunc("POST /_matrix/client/v3/keys/query", func(w http.ResponseWriter, r *http.Request) {
+		var req mautrix.ReqQueryKeys
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		keys := map[id.UserID]map[id.DeviceID]any{}
+		f.mu.Lock()
+		for u := range req.DeviceKeys {
+			keys[u] = map[id.DeviceID]any{}
+			if !f.noKeys[u] {
+				keys[u]["DEVICE"] = map[string]any{"user_id": u, "device_id": "DEVICE", "algorithms": []string{string(id.AlgorithmMegolmV1)}, "keys": map[string]string{}}
+			}
+		}
+		f.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]any{"device_keys": keys})
 	})
 	mux.HandleFunc("GET /_matrix/client/v3/joined_rooms", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
