@@ -370,7 +370,11 @@ func (b *Bot) resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A message whose prompt was open hears of the restart in the prompt's
+	// edit, not in a notice of its own.
+	prompted := map[id.EventID]bool{}
 	for _, p := range pending {
+		prompted[p.QueryEventID] = true
 		o := outcome{kind: outcomeRestart}
 		if err := b.db.closePrompt(ctx, p.EventID, promptExpired, outcomeLine(o)); err != nil {
 			return err
@@ -384,6 +388,9 @@ func (b *Bot) resume(ctx context.Context) error {
 		return err
 	}
 	for _, r := range interrupted {
+		if prompted[r.EventID] && r.Kind != kindCommand {
+			continue
+		}
 		msg := "I restarted while I was working on this message, so it was not finished, and any permission request for it has expired. I did not start it again, because an app may already have acted on it: send it again if you still want it."
 		if r.Kind == kindCommand {
 			msg = "I restarted while I was working on this command; send it again to be sure it was done."

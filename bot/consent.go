@@ -182,6 +182,18 @@ func (ps *prompts) decide(p *openPrompt, d hub.Decision) {
 	p.answered <- d
 }
 
+// openFor reports whether user has an open prompt.
+func (ps *prompts) openFor(user id.UserID) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.open {
+		if p.user == user && !p.done {
+			return true
+		}
+	}
+	return false
+}
+
 // soleOpen returns user's only open prompt in room, or "" if there is not
 // exactly one.
 func (ps *prompts) soleOpen(room id.RoomID, user id.UserID) id.EventID {

@@ -109,7 +109,13 @@ func (b *Bot) accept(ctx context.Context, log zerolog.Logger, row inboxRow, req 
 			return
 		}
 		msg := "There is nothing running for you to stop."
+		prompting := b.prompts.openFor(row.UserID)
 		if b.cancelRunning(row.UserID) {
+			if prompting {
+				// The open prompt's edit says the request stopped.
+				log.Info().Msg("Stopped a request at its prompt")
+				return
+			}
 			msg = "Stopping the request I was working on for you."
 		}
 		b.answerNow(log, row, msg, kindNotice)

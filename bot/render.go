@@ -70,12 +70,12 @@ func outcomeLine(o outcome) string {
 	case outcomeTimeout:
 		return "⏱️ You did not answer in time, so nothing was allowed."
 	case outcomeCancelled:
-		return "⏹️ Cancelled, so nothing was allowed."
+		return "⏹️ Stopped, so nothing was allowed."
 	case outcomeNotApplied:
 		return "❌ Denied: the answer could not be applied."
 	}
 	// outcomeRestart: the bot stopped while the prompt was open.
-	return "⌛ I restarted while this was open, so nothing was allowed. Send your message again if you still want it."
+	return "⌛ I restarted while this was open, so nothing was allowed and your message was not finished. Send it again if you still want it."
 }
 
 // answeredLine tells the decisions: one outcome when every line took the

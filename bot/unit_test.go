@@ -273,7 +273,7 @@ func TestOutcomeLine(t *testing.T) {
 		{outcome{kind: outcomeAnswered, decisions: []hub.Decision{hub.DecisionAlways, hub.DecisionAlways}, apps: []string{"a", "b"}, by: "@a:x"}, "♾️ Always allowed by @a:x."},
 		{outcome{kind: outcomeAnswered, decisions: []hub.Decision{hub.DecisionOnce, hub.DecisionDeny}, apps: []string{"a", "b"}, by: "@a:x"}, "a: ✅ Allowed once · b: ❌ Denied by @a:x."},
 		{outcome{kind: outcomeTimeout}, "⏱️ You did not answer in time, so nothing was allowed."},
-		{outcome{kind: outcomeRestart}, "⌛ I restarted while this was open, so nothing was allowed. Send your message again if you still want it."},
+		{outcome{kind: outcomeRestart}, "⌛ I restarted while this was open, so nothing was allowed and your message was not finished. Send it again if you still want it."},
 	} {
 		if got := outcomeLine(tc.o); got != tc.want {
 			t.Errorf("outcomeLine(%+v) = %q, want %q", tc.o, got, tc.want)
