@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -171,7 +172,7 @@ func requestLine(r hub.ConsentRequest, offered []choice) promptText {
 				name(a)
 				word(")")
 			}
-			for _, a := range sortedKeysOf(c.From) {
+			for _, a := range slices.Sorted(maps.Keys(c.From)) {
 				word(" (")
 				name(a)
 				word(" from ")
@@ -209,7 +210,7 @@ func args(t *promptText, raw json.RawMessage) {
 		t.add(s, "<code>"+html.EscapeString(s)+"</code>")
 		return
 	}
-	for i, k := range sortedKeysOf(obj) {
+	for i, k := range slices.Sorted(maps.Keys(obj)) {
 		if i > 0 {
 			t.add(", ", ", ")
 		}
@@ -279,15 +280,6 @@ func hidden(r rune) bool {
 		return true
 	}
 	return false
-}
-
-func sortedKeysOf[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // promptMark is the structured field a prompt carries (PromptKey).
