@@ -83,7 +83,7 @@ func renderPrompt(reqs []hub.ConsentRequest, offered []choice, v promptView) (he
 				continue
 			}
 			head = head.plus(requestLine(r, offered))
-			readsRequest = readsRequest || r.Category == hub.CategoryExec && slices.ContainsFunc(r.Data, func(d hub.DataItem) bool { return d.Field == "your request" })
+			readsRequest = readsRequest || r.Category == hub.CategoryExec && slices.ContainsFunc(r.Data, func(d hub.DataItem) bool { return d.Field == hub.RequestField })
 		}
 	}
 	if readsRequest {

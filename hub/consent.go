@@ -274,7 +274,7 @@ func summarize(req ConsentRequest) string {
 	case CategoryCollab:
 		fmt.Fprintf(&b, "Give the result of %q to the app %q: %s.", req.Source, req.App, showJSON(req.Result))
 	}
-	if req.Category == CategoryExec && slices.ContainsFunc(req.Data, func(d DataItem) bool { return d.Field == requestField }) {
+	if req.Category == CategoryExec && slices.ContainsFunc(req.Data, func(d DataItem) bool { return d.Field == RequestField }) {
 		b.WriteString(" The app reads your request, all of it, to write its part of the answer.")
 	}
 	if req.Irreversible {

@@ -58,13 +58,13 @@ func (h *Hub) execRequest(q *query, steps []PlanStep, app string) ConsentRequest
 	}
 	// Each step's app reads the whole request to write its part of the
 	// answer, also the words meant for the plan's other apps.
-	req.Data = []DataItem{{Field: requestField, Value: q.text}}
+	req.Data = []DataItem{{Field: RequestField, Value: q.text}}
 	return req
 }
 
-// requestField names the user's request among the data an exec consent
+// RequestField names the user's request among the data an exec consent
 // shows the app receives.
-const requestField = "your request"
+const RequestField = "your request"
 
 // missingArgs are the required top-level arguments the plan left out: the
 // app completes them.
