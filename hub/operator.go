@@ -245,7 +245,11 @@ func (h *Hub) fillInputs(ctx context.Context, q *query, s PlanStep, byID map[str
 			return nil, err
 		}
 		src := byID[from].App
-		if !h.decide(ctx, q, ConsentRequest{Category: CategoryCollab, App: s.App, Source: src, Function: s.Function, Result: shown, InPlan: true}).allows() {
+		v := h.decideAll(ctx, q, []ConsentRequest{{Category: CategoryCollab, App: s.App, Source: src, Function: s.Function, Result: shown, InPlan: true}})[0]
+		switch {
+		case v.timedOut():
+			return nil, userError(nil, "%s's result did not go to %s: you did not answer in time", src, s.App)
+		case !v.decision.allows():
 			return nil, userError(nil, "you did not allow %s's result to go to %s", src, s.App)
 		}
 	}
