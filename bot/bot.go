@@ -405,18 +405,23 @@ func (b *Bot) resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A message whose prompt was open hears of the restart in the prompt's
+	// edit, not in a notice of its own.
+	prompted := map[id.EventID]bool{}
 	for _, p := range pending {
+		prompted[p.QueryEventID] = true
 		o := outcome{kind: outcomeRestart}
 		if err := b.db.closePrompt(ctx, p.EventID, promptExpired, outcomeLine(o)); err != nil {
 			return err
 		}
-		if err := b.edit(ctx, p.RoomID, p.EventID, p.Markdown+"\n\n"+outcomeLine(o), kindPrompt); err != nil {
-			b.log.Warn().Err(err).Str("event_id", p.EventID.String()).Msg("Failed to mark a prompt expired")
-		}
+		b.closePromptEvent(ctx, p.RoomID, p.EventID, readStoredPrompt(p.Markdown), o)
 	}
 	// A message found being served gets a notice instead of its answer,
 	// stored and sent like one: once, even if the bot stops again.
 	err = b.db.interruptWorking(ctx, func(r inboxRow) (reply, bool) {
+		if prompted[r.EventID] && r.Kind != kindCommand {
+			return reply{}, false // told in its prompt's edit
+		}
 		msg := "I restarted while I was working on this message, so it was not finished, and any permission request for it has expired. I did not start it again, because an app may already have acted on it: send it again if you still want it."
 		if r.Kind == kindCommand {
 			msg = "I restarted while I was working on this command; send it again to be sure it was done."

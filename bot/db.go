@@ -331,8 +331,10 @@ type prompt struct {
 	RoomID       id.RoomID
 	UserID       id.UserID
 	QueryEventID id.EventID
-	// Markdown is the prompt's text without the instructions for answering,
-	// which the edit showing the outcome drops.
+	// Markdown is the prompt as its close needs it (storedPrompt, JSON): its
+	// text without the instructions for answering, which the edit showing
+	// the outcome drops, and the reactions the bot seeded. The column kept
+	// its first name.
 	Markdown string
 	Expires  time.Time
 }
@@ -353,6 +355,14 @@ func (d *botDB) closePrompt(ctx context.Context, evt id.EventID, state, outcome 
 	_, err := d.db.Exec(ctx, "UPDATE bot_prompts SET state=$2, outcome=$3 WHERE event_id=$1", evt, state, outcome)
 	if err != nil {
 		return fmt.Errorf("failed to close prompt: %w", err)
+	}
+	return nil
+}
+
+// setPromptText updates what a prompt's close needs (prompt.Markdown).
+func (d *botDB) setPromptText(ctx context.Context, evt id.EventID, text string) error {
+	if _, err := d.db.Exec(ctx, "UPDATE bot_prompts SET markdown=$2 WHERE event_id=$1 AND markdown<>''", evt, text); err != nil {
+		return fmt.Errorf("failed to update prompt: %w", err)
 	}
 	return nil
 }

@@ -56,6 +56,10 @@ type message struct {
 	kind                string
 	// mention is pinged; nobody is when it is empty.
 	mention id.UserID
+	// parsed, when set, is the content, written by the caller, instead of
+	// markdown rendered; fields are further content keys.
+	parsed *event.MessageEventContent
+	fields map[string]any
 	// txn is the transaction ID; sending again with the same one cannot
 	// post the message twice. Empty: a new one.
 	txn string
@@ -69,7 +73,10 @@ func (b *Bot) send(ctx context.Context, room id.RoomID, replyTo, threadRoot id.E
 
 // post sends m and records it as the bot's.
 func (b *Bot) post(ctx context.Context, m message) (id.EventID, error) {
-	c := content(m.markdown)
+	c := m.parsed
+	if c == nil {
+		c = content(m.markdown)
+	}
 	if m.mention != "" {
 		c.Mentions.UserIDs = []id.UserID{m.mention}
 	}
@@ -83,7 +90,11 @@ func (b *Bot) post(ctx context.Context, m message) (id.EventID, error) {
 	if rel.Type != "" || rel.InReplyTo != nil {
 		c.RelatesTo = rel
 	}
-	resp, err := b.cli.SendMessageEvent(ctx, m.room, event.EventMessage, &event.Content{Parsed: c, Raw: map[string]any{KindKey: m.kind}},
+	raw := map[string]any{KindKey: m.kind}
+	for k, v := range m.fields {
+		raw[k] = v
+	}
+	resp, err := b.cli.SendMessageEvent(ctx, m.room, event.EventMessage, &event.Content{Parsed: c, Raw: raw},
 		mautrix.ReqSendEvent{TransactionID: m.txn})
 	if err != nil {
 		return "", fmt.Errorf("failed to send message: %w", err)

@@ -73,6 +73,44 @@ func JSON(encoded []byte) []byte {
 	return []byte(b.String())
 }
 
+// Quoted escapes s for one line in which every character must show as
+// itself (a permission prompt's values): Line's escapes, characters that
+// draw nothing (fillers, spaces other than the space, variation
+// selectors), and a backslash doubled, so that no text reads as an escape.
+func Quoted(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case hidden(r) || blank(r):
+			b.WriteString(code(r))
+		case r == '\\':
+			b.WriteString(`\\`)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// blank reports characters that are not controls or format characters
+// but draw nothing: Hangul fillers, the Mongolian vowel separator, the
+// blank Braille pattern, spaces other than the space, variation selectors.
+func blank(r rune) bool {
+	switch {
+	case r == '\u115F', r == '\u1160', r == '\u3164', r == '\uFFA0', r == '\u180E', r == '\u2800':
+		return true
+	case unicode.Is(unicode.Zs, r) && r != ' ':
+		return true
+	case r >= 0xFE00 && r <= 0xFE0F, r >= 0xE0100 && r <= 0xE01EF:
+		return true
+	}
+	return false
+}
+
 // Safe reports whether s holds nothing Text would escape.
 func Safe(s string) bool { return Text(s) == s }
 

@@ -184,7 +184,7 @@ func (t *terminalConsenter) Ask(ctx context.Context, req hub.ConsentRequest) (hu
 	}
 	fmt.Fprintf(t.out, "\n--- permission needed (%s) ---\n%s\n", req.Category, reveal.Text(req.Summary))
 	for {
-		fmt.Fprintf(t.out, "%s? (no answer by %s means deny) ", strings.Join(choices, " "), req.Deadline.Format(time.TimeOnly))
+		fmt.Fprintf(t.out, "%s? (answer within %s; no answer means deny) ", strings.Join(choices, " "), hub.Within(time.Until(req.Deadline)))
 		select {
 		case line, ok := <-t.lines:
 			if !ok {
@@ -197,7 +197,7 @@ func (t *terminalConsenter) Ask(ctx context.Context, req hub.ConsentRequest) (hu
 			}
 			fmt.Fprintln(t.out, "please answer with one of the choices")
 		case <-ctx.Done():
-			fmt.Fprintln(t.out, "\nno answer in time: denied")
+			fmt.Fprintln(t.out, "\nyou did not answer in time: nothing was allowed")
 			return hub.DecisionDeny, ctx.Err()
 		}
 	}
