@@ -20,11 +20,11 @@ import (
 
 // Text escapes s for a terminal or a chat, keeping its line breaks and
 // tabs.
-func Text(s string) string { return escape(s, true) }
+func Text(s string) string { return escape(s, true, false) }
 
 // Line escapes s for one line of a log or a terminal: line breaks and tabs
 // are escaped too, so one text is one line.
-func Line(s string) string { return escape(s, false) }
+func Line(s string) string { return escape(s, false, false) }
 
 // Value returns a decoded JSON value (string, map[string]any, []any, or
 // anything else, kept) with every string and key escaped by Line.
@@ -77,24 +77,7 @@ func JSON(encoded []byte) []byte {
 // itself (a permission prompt's values): Line's escapes, characters that
 // draw nothing (fillers, spaces other than the space, variation
 // selectors), and a backslash doubled, so that no text reads as an escape.
-func Quoted(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case hidden(r) || blank(r):
-			b.WriteString(code(r))
-		case r == '\\':
-			b.WriteString(`\\`)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
+func Quoted(s string) string { return escape(s, false, true) }
 
 // blank reports characters that are not controls or format characters
 // but draw nothing: Hangul fillers, the Mongolian vowel separator, the
@@ -114,7 +97,9 @@ func blank(r rune) bool {
 // Safe reports whether s holds nothing Text would escape.
 func Safe(s string) bool { return Text(s) == s }
 
-func escape(s string, keepLines bool) string {
+// escape writes s with what hides or acts as escapes; keepLines keeps line
+// breaks and tabs, quoted adds Quoted's blank characters and backslashes.
+func escape(s string, keepLines, quoted bool) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -123,8 +108,10 @@ func escape(s string, keepLines bool) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case keepLines && (r == '\n' || r == '\t'):
 			b.WriteRune(r)
-		case hidden(r):
+		case hidden(r) || quoted && blank(r):
 			b.WriteString(code(r))
+		case quoted && r == '\\':
+			b.WriteString(`\\`)
 		default:
 			b.WriteString(s[i : i+size])
 		}
