@@ -582,8 +582,14 @@ func peakBelow(pid int, limit uint64) error {
 	if err != nil {
 		return err
 	}
+	// With a cgroup the bound is on memory used (the resident peak); the
+	// address space is not limited. Without one it is RLIMIT_AS.
+	field := "VmPeak:"
+	if ok, _ := sandbox.CgroupSupport(); ok {
+		field = "VmHWM:"
+	}
 	for line := range strings.Lines(string(status)) {
-		if v, ok := strings.CutPrefix(line, "VmPeak:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
 				return err
@@ -594,7 +600,7 @@ func peakBelow(pid int, limit uint64) error {
 			return nil
 		}
 	}
-	return errors.New("no VmPeak")
+	return errors.New("no " + field)
 }
 
 func sizeAtMost(path string, limit uint64) error {
