@@ -117,6 +117,7 @@ var (
 	// a datagram socket.
 	unixStream = []cond{{Arg: 0, Op: opEq, Value: unix.AF_UNIX}, {Arg: 1, Op: opMaskedEq, Mask: sockTypeMask, Value: unix.SOCK_STREAM}}
 	inetStream = []cond{{Arg: 0, Op: opEq, Value: unix.AF_INET}, {Arg: 1, Op: opMaskedEq, Mask: sockTypeMask, Value: unix.SOCK_STREAM}}
+	inetDgram  = []cond{{Arg: 0, Op: opEq, Value: unix.AF_INET}, {Arg: 1, Op: opMaskedEq, Mask: sockTypeMask, Value: unix.SOCK_DGRAM}}
 	noExecProt = []cond{{Arg: 2, Op: opMaskedEq, Mask: unix.PROT_EXEC, Value: 0}}
 	toSelf     = []cond{{Arg: 0, Op: opEq, Value: selfPID}}
 )
@@ -235,6 +236,24 @@ var genericRules = []rule{
 		"TCP over IPv4 named explicitly; no other protocol: Landlock's port rule does not cover MPTCP or SCTP"},
 	{"connect", always, actAllow, inExecNet,
 		"connect its TCP socket to the egress proxy; it can create no unix socket that connect could aim at a path"},
+	{"socket", slices.Concat(inetDgram, []cond{{Arg: 2, Op: opEq, Value: 0}}), actAllow, inExecNet,
+		"UDP over IPv4 (protocol 0) for DNS: the namespace has only loopback, where only the spoke's resolver listens, so a datagram reaches it or nothing"},
+	{"socket", slices.Concat(inetDgram, []cond{{Arg: 2, Op: opEq, Value: unix.IPPROTO_UDP}}), actAllow, inExecNet,
+		"UDP over IPv4 named explicitly, for DNS as above; never UDP-Lite or another protocol"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_SOCKET}, {Arg: 2, Op: opEq, Value: unix.SO_BROADCAST}}, actAllow, inExecNet,
+		"Go's resolver sets SO_BROADCAST on every IPv4 UDP socket and fails without it; a namespace with only loopback has nowhere to broadcast"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_IP}, {Arg: 2, Op: opEq, Value: unix.IP_RECVERR}}, actAllow, inExecNet,
+		"glibc's resolver asks for ICMP errors on its UDP socket (__res_enable_icmp) and gives up without them"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_IP}, {Arg: 2, Op: opEq, Value: unix.IP_TOS}}, actAllow, inExecNet,
+		"Node 24's fetch (undici) sets the type of service of each HTTP connection and throws without it; a mark on loopback of the spoke's namespace changes nothing outside"},
+	{"sendmmsg", always, actAllow, inExecNet,
+		"glibc's resolver sends its A and AAAA queries at once; in the spoke's namespace a datagram reaches its resolver or nothing"},
+	{"recvfrom", always, actAllow, inProxy,
+		"the spoke's resolver reads queries on its UDP socket, bound before Enter"},
+	{"sendto", always, actAllow, inProxy,
+		"the spoke's resolver answers each query at its sender's address on loopback; the spoke can create no socket"},
+	{"sendmsg", always, actAllow, inProxy,
+		"the spoke passes an accepted TLS connection to the hub over its tunnel socket (SCM_RIGHTS); it can create no socket"},
 	{"socketpair", unixStream, actAllow, inExecNet,
 		"in-process stream pairs (Python asyncio's self-pipe); connected, so connect cannot aim them elsewhere"},
 	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.IPPROTO_TCP}, {Arg: 2, Op: opEq, Value: unix.TCP_NODELAY}}, actAllow, inProxy | inExecNet,

@@ -26,13 +26,14 @@ import (
 //     maps, to p.ReadOnly, and for ProfileExec and ProfileExecNet to the
 //     system paths (systemPaths); EXECUTE only on p.ExecPath and its ELF interpreter;
 //     read-write access to p.Scratch; no TCP or UDP port but, for
-//     ProfileExecNet, TCP connect to p.ProxyPort; abstract unix sockets and
-//     signals scoped to the spoke;
+//     ProfileExecNet, TCP connect to p.ProxyPort and TransparentTCPPorts
+//     and UDP to ResolverPort; abstract unix sockets and signals scoped to
+//     the spoke;
 //  6. the seccomp allowlist of p.Profile, on every thread (TSYNC).
 //
 // First it runs SetUpNamespaces, if the caller did not. Before the limits
 // it drops every capability the process holds (only a ProfileProxy spoke
-// that did not call UpLoopback has one). ProfileProxy
+// that did not call UpLoopback and DropCapabilities has one). ProfileProxy
 // and ProfileExecNet need a network namespace of their own, as seen from
 // inside (loopback is the only interface).
 //

@@ -66,8 +66,10 @@ type landlockPaths struct {
 	Scratch   string
 	// WriteDirs and WriteFiles are the declared read-write paths.
 	WriteDirs, WriteFiles []string
-	// ConnectTCP is the one TCP port the process may connect to; 0 for none.
-	ConnectTCP uint16
+	// ConnectTCP are the TCP ports the process may connect to.
+	ConnectTCP []uint16
+	// SendUDP are the UDP ports the process may connect or send to.
+	SendUDP []uint16
 }
 
 // landlockRules computes the paths of policy p. It reads /proc/self/maps
@@ -111,7 +113,10 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		}
 		lp.Scratch = p.Scratch
 	}
-	lp.ConnectTCP = p.ProxyPort
+	if p.Profile == ProfileExecNet {
+		lp.ConnectTCP = append([]uint16{p.ProxyPort}, TransparentTCPPorts...)
+		lp.SendUDP = []uint16{ResolverPort}
+	}
 	if p.Profile.executes() {
 		interp, err := elfInterpreter(p.ExecPath)
 		if err != nil {
@@ -189,7 +194,8 @@ func elfInterpreter(path string) (string, error) {
 
 // applyLandlock restricts every thread of the process to lp, handling every
 // access right go-landlock knows (V11) that the kernel supports: file
-// access, TCP and UDP bind/connect (no port is allowed but lp.ConnectTCP),
+// access, TCP and UDP bind/connect (no port is allowed but lp.ConnectTCP and
+// lp.SendUDP),
 // and the abstract unix socket and signal scopes.
 func applyLandlock(lp landlockPaths) (string, error) {
 	rules := []landlock.Rule{landlock.PathAccess(readFile, lp.ReadFiles...)}
@@ -212,8 +218,11 @@ func applyLandlock(lp landlockPaths) (string, error) {
 	if len(lp.WriteFiles) > 0 {
 		rules = append(rules, landlock.PathAccess(readFile|ll.AccessFSWriteFile|ll.AccessFSTruncate, lp.WriteFiles...))
 	}
-	if lp.ConnectTCP != 0 {
-		rules = append(rules, landlock.ConnectTCP(lp.ConnectTCP))
+	for _, port := range lp.ConnectTCP {
+		rules = append(rules, landlock.ConnectTCP(port))
+	}
+	for _, port := range lp.SendUDP {
+		rules = append(rules, landlock.ConnectSendUDP(port))
 	}
 	if err := landlock.V11.BestEffort().Restrict(rules...); err != nil {
 		return "", fmt.Errorf("failed to apply landlock: %w", err)
@@ -221,8 +230,8 @@ func applyLandlock(lp landlockPaths) (string, error) {
 	abi, _ := landlockSupport()
 	detail := fmt.Sprintf("ABI %d; %d read-only files, %d read-only dirs, %d executable, scratch %q, %d more read-write",
 		abi, len(lp.ReadFiles), len(lp.ReadDirs), len(lp.Exec), lp.Scratch, len(lp.WriteDirs)+len(lp.WriteFiles))
-	if lp.ConnectTCP != 0 {
-		detail += fmt.Sprintf(", TCP connect to port %d only", lp.ConnectTCP)
+	if len(lp.ConnectTCP) > 0 {
+		detail += fmt.Sprintf(", TCP connect to ports %v only, UDP to %v only", lp.ConnectTCP, lp.SendUDP)
 	}
 	return detail, nil
 }

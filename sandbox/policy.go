@@ -28,13 +28,24 @@ const (
 	// that loopback is the spoke's alone: Check, Prepare and Enter refuse
 	// it elsewhere unless AllowWeaker.
 	ProfileProxy Profile = "proxy"
-	// ProfileExecNet is ProfileExec plus TCP over IPv4 to one port,
-	// Policy.ProxyPort: for an external app's server, which reaches the
-	// network only through its spoke's egress proxy. Like ProfileProxy it
-	// runs only in a network namespace of its own, and it may not create
-	// unix sockets (which could reach sockets by path).
+	// ProfileExecNet is ProfileExec plus TCP over IPv4 to Policy.ProxyPort
+	// and TransparentTCPPorts, and UDP over IPv4 to ResolverPort: for an
+	// external app's server, which reaches the network only through its
+	// spoke (its egress proxy, its listeners on ports 80 and 443, its
+	// resolver). Like ProfileProxy it runs only in a network namespace of
+	// its own, where loopback is the only interface and only its spoke
+	// listens, and it may not create unix sockets (which could reach
+	// sockets by path).
 	ProfileExecNet Profile = "exec_net"
 )
+
+// TransparentTCPPorts are the ports on which a ProfileProxy spoke accepts
+// its app's connections to any name (HTTP on 80, TLS on 443), which its
+// resolver on ResolverPort maps to loopback.
+var TransparentTCPPorts = []uint16{80, 443}
+
+// ResolverPort is the DNS port of a ProfileProxy spoke's resolver.
+const ResolverPort = 53
 
 // executes reports whether the profile starts Policy.ExecPath.
 func (p Profile) executes() bool { return p == ProfileExec || p == ProfileExecNet }

@@ -129,7 +129,8 @@ func childEnv() []string {
 //     namespaces as an ambient capability, to mount its own /proc
 //     (SetUpNamespaces drops it), and a ProfileProxy spoke in its own
 //     network namespace CAP_NET_ADMIN, to bring up its loopback (UpLoopback
-//     drops it);
+//     drops it), and CAP_NET_BIND_SERVICE, to listen on ports 80, 443 and
+//     53 there (DropCapabilities drops it);
 //   - p.Scratch is created (0700) and, when the hub is root, given to 65534.
 //
 // Prepare fails closed: if Probe finds a protection p needs missing (see
@@ -156,9 +157,11 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 		if caps.NetNS {
 			flags |= unix.CLONE_NEWNET
 			if p.Profile == ProfileProxy {
-				// Over its own namespace only, to bring up loopback
-				// (UpLoopback), which drops it; Enter drops it too.
-				attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_ADMIN)
+				// Over its own namespace only: to bring up loopback
+				// (UpLoopback, which drops it), and to listen on ports
+				// 80, 443 and 53 there (DropCapabilities); Enter drops
+				// both too.
+				attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE)
 			}
 		}
 		setNamespaces(attr, flags)
@@ -239,6 +242,18 @@ func makeScratch(dir string, uid, gid int) error {
 		return fmt.Errorf("failed to chmod scratch: %w", err)
 	}
 	return nil
+}
+
+// ReachableBySpokes reports an error when the uid spokes run as could not
+// pass through every directory down to dir, as happens to a scratch
+// directory under a home only root may enter. It is for checks at start;
+// Prepare checks each spoke's own paths again.
+func ReachableBySpokes(dir string) error {
+	uid, gid := childIDs()
+	if uid == os.Geteuid() {
+		return nil
+	}
+	return checkReachableBy(dir, uid, gid)
 }
 
 // checkReachableBy reports a clear error when uid could not execute the

@@ -19,6 +19,12 @@ echo "== Ollama"
 SECGPT_OLLAMA_BIN=$(scripts/build-ollama.sh)
 export SECGPT_OLLAMA_BIN
 
+# The ecosystem's MCP servers (npm, Node 24, a Go SDK server), pinned and
+# cached the same way: SECGPT_MCP_SERVERS, SECGPT_NODE24, SECGPT_MCP_PYTHON.
+echo "== MCP servers"
+mcp_env=$(scripts/mcp-servers.sh)
+while IFS='=' read -r name value; do export "$name=$value"; done <<<"$mcp_env"
+
 # goolm: mautrix's pure-Go Olm, so no libolm is needed; e2e: the slow suites.
 export GOFLAGS="-tags=goolm,e2e"
 export CGO_ENABLED=1
@@ -29,10 +35,10 @@ go vet ./...
 echo "== go test -race"
 go test -race -timeout 30m ./...
 
-echo "== fuzz (a few seconds each)"
+echo "== fuzz (20,000 inputs each: a count, not a time, so a loaded machine cannot fail it)"
 for target in "FuzzDecodeFrame ./spoke/" "FuzzParsePlan ./hub/" "FuzzExtractJSON ./llm/" "FuzzGrammarPattern ./llm/" "FuzzCheckURL ./hub/egress/" "FuzzClassify ./bot/"; do
   set -- $target
-  go test -run '^$' -fuzz "^$1\$" -fuzztime 5s "$2"
+  go test -run '^$' -fuzz "^$1\$" -fuzztime 20000x "$2"
 done
 
 echo "== the binary: case studies"

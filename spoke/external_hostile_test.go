@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -121,9 +122,15 @@ func hostileAttacks() []hostileAttack {
 			outside: func(t *hostileTargets, _ *hostileEvidence) error {
 				return untouched("UDP socket", t.lab.UDP.Received.Load())
 			}},
-		{name: "TCP to a public address", function: "tcp_connect", args: arg("address", mcptest.PublicIP+":443"), outcome: blocked, errText: "Permission denied"},
+		// Landlock allows ports 80 and 443 (the spoke's listeners); the
+		// namespace has no route but loopback.
+		{name: "TCP to a public address", function: "tcp_connect", args: arg("address", mcptest.PublicIP+":443"), outcome: blocked, errText: "Network is unreachable"},
+		{name: "TCP to a port other than 80 and 443", function: "tcp_connect", args: arg("address", "127.0.0.1:8080"), outcome: blocked, errText: "Permission denied"},
 		{name: "UDP to a public DNS server", function: "udp_send", args: arg("address", "9.9.9.9:53"), outcome: blocked, errText: "Operation not permitted"},
-		{name: "resolve a name itself", function: "resolve_name", args: arg("host", "example.net"), outcome: blocked, errText: "gaierror"},
+		// Only the spoke's resolver answers, with loopback: no query
+		// leaves, and no answer says where a name really is.
+		{name: "control: resolve a name itself", function: "resolve_name", args: arg("host", "example.net"), outcome: allowed, errText: "'127.0.0.1'",
+			outside: func(t *hostileTargets, _ *hostileEvidence) error { return notResolved(t, "example.net") }},
 		{name: "connect to a unix socket by path", function: "unix_connect", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.unixSocket} },
 			outcome: blocked, errText: "Operation not permitted",
 			outside: func(t *hostileTargets, _ *hostileEvidence) error { return untouched("unix socket", t.unixAccepted()) }},
@@ -155,7 +162,35 @@ func hostileAttacks() []hostileAttack {
 			outside: func(_ *hostileTargets, e *hostileEvidence) error {
 				return openFilesAtMost(e.serverPID, hostileLimits.OpenFiles)
 			}},
-		{name: "reach the network around the proxy", function: "bypass_proxy", args: arg("target", "http://"+mcptest.PublicIP+"/"), outcome: blocked, errText: "Permission denied"},
+		{name: "reach the network around the proxy", function: "bypass_proxy", args: arg("target", "http://"+mcptest.PublicIP+"/"), outcome: blocked, errText: "Network is unreachable"},
+		{name: "TLS to a declared name whose ClientHello names an undeclared one", function: "tls_server_name",
+			args: func(*hostileTargets) map[string]any {
+				return map[string]any{"connect": mcptest.PublicHost, "sni": mcptest.UndeclaredHost}
+			},
+			outcome: refused, errText: "Error",
+			outside: func(t *hostileTargets, e *hostileEvidence) error {
+				if err := notResolved(t, mcptest.UndeclaredHost); err != nil {
+					return err
+				}
+				return onlyPublicDialled(t, e)
+			}},
+		// Python sends no server name for an IP address.
+		{name: "TLS naming an IP address (no server name)", function: "tls_server_name",
+			args: func(*hostileTargets) map[string]any {
+				return map[string]any{"connect": mcptest.PublicHost, "sni": mcptest.PublicIP}
+			},
+			outcome: refused, errText: "Error", outside: onlyPublicDialled},
+		{name: "HTTP to a declared name with an undeclared Host header", function: "host_header",
+			args: func(*hostileTargets) map[string]any {
+				return map[string]any{"url": "http://" + mcptest.PublicHost + "/", "host": mcptest.UndeclaredHost}
+			},
+			outcome: refused, errText: "domain example.org is not declared by the app",
+			outside: func(t *hostileTargets, e *hostileEvidence) error {
+				if err := notResolved(t, mcptest.UndeclaredHost); err != nil {
+					return err
+				}
+				return onlyPublicDialled(t, e)
+			}},
 		{name: "use its spoke's channel to the hub (fd 3)", function: "spoke_socket", args: noArgs, outcome: blocked, errText: "Bad file descriptor"},
 		{name: "kill a process of its uid through SIGIO (fcntl F_SETOWN)", function: "sigio_kill",
 			args: func(t *hostileTargets) map[string]any { return map[string]any{"pid": t.victimPID} }, outcome: blocked, errText: "Operation not permitted",
@@ -173,6 +208,15 @@ func hostileAttacks() []hostileAttack {
 				}
 				return onlyPublicDialled(t, e)
 			}},
+		{name: "CONNECT to an undeclared host through the proxy", function: "fetch_url", args: arg("url", "https://"+mcptest.UndeclaredHost+"/upload"),
+			outcome: refused, errText: "HTTP 403", outside: func(t *hostileTargets, e *hostileEvidence) error {
+				if err := notResolved(t, mcptest.UndeclaredHost); err != nil {
+					return err
+				}
+				return onlyPublicDialled(t, e)
+			}},
+		{name: "CONNECT to another port through the proxy", function: "fetch_url", args: arg("url", "https://"+mcptest.PublicHost+":8443/"),
+			outcome: refused, errText: "HTTP 403", outside: onlyPublicDialled},
 		{name: "egress to a declared name resolving to 127.0.0.1", function: "fetch_url", args: func(t *hostileTargets) map[string]any { return map[string]any{"url": t.lab.LoopbackURL()} },
 			outcome: refused, errText: "a loopback address",
 			outside: func(t *hostileTargets, e *hostileEvidence) error {
@@ -279,7 +323,8 @@ func runHostileAttacks(t *testing.T, app mcptest.App, adjust func(hostileAttack)
 				}
 			}
 			if a.outcome == refused {
-				if !strings.Contains(logs, "Egress proxy refused a request") || !auditDenied(t, sys) {
+				logged := strings.Contains(logs, "Egress proxy refused a request") || strings.Contains(logs, "Egress refused a TLS connection")
+				if !logged || !auditDenied(t, sys) {
 					t.Errorf("the refusal is neither in the log nor in the audit")
 				}
 			}
@@ -635,6 +680,16 @@ func onlyPublicDialled(t *hostileTargets, _ *hostileEvidence) error {
 		if !strings.HasPrefix(d, mcptest.PublicIP+":") {
 			return fmt.Errorf("the broker dialled %s", d)
 		}
+	}
+	return nil
+}
+
+// notResolved checks that the broker never resolved host: no request for it
+// got past the policy.
+func notResolved(t *hostileTargets, host string) error {
+	lookups, _ := t.lab.Network()
+	if slices.Contains(lookups, host) {
+		return fmt.Errorf("the broker resolved %s", host)
 	}
 	return nil
 }

@@ -71,6 +71,15 @@ type OutputHandler interface {
 	Output(ctx context.Context, out Output)
 }
 
+// TunnelHandler is a Handler that carries an external app's TLS
+// connections (see KindTunnel). It owns conn, a TCP connection accepted in
+// the spoke's network namespace, and must close it; it may go on using it
+// after it returns, until ctx, which ends with the step, is done. A tunnel
+// request to a handler without it is refused.
+type TunnelHandler interface {
+	Tunnel(ctx context.Context, req TunnelRequest, conn net.Conn) (TunnelReply, error)
+}
+
 // Info describes the process that ran a step.
 type Info struct {
 	PID int `json:"pid"`
@@ -393,7 +402,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	var private []byte
 	if m.opts.Extra != nil {
 		if extra, private, err = m.opts.Extra(key); err != nil {
-			return nil, m.failure(key, "could not be started: "+err.Error(), err)
+			return nil, m.failure(key, "could not be started", err)
 		}
 	}
 	if len(extra) == 0 && private == nil && policy.Prestartable(m.opts.SparePolicy) {
@@ -417,7 +426,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	var fill func() error
 	if private != nil {
 		if fd4, fill, err = privatePipe(private); err != nil {
-			return nil, m.failure(key, "could not be started: "+err.Error(), err)
+			return nil, m.failure(key, "could not be started", err)
 		}
 		defer fd4.Close()
 	}
@@ -434,7 +443,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	if fill != nil {
 		if err := fill(); err != nil {
 			c.discard()
-			return nil, m.failure(key, "could not be started: "+err.Error(), err)
+			return nil, m.failure(key, "could not be started", err)
 		}
 	}
 	return m.ready(ctx, key, c, spawned, false)
@@ -451,6 +460,9 @@ type child struct {
 	launch *os.File
 	// cg is its cgroup; nil where the machine offers none.
 	cg *sandbox.Cgroup
+	// tunnels is the hub's end of a ProfileProxy spoke's tunnel socket;
+	// nil for any other child.
+	tunnels *net.UnixConn
 }
 
 // discard kills a child that will not be used, and reaps it.
@@ -458,6 +470,9 @@ func (c *child) discard() {
 	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	_ = c.cmd.Process.Kill()
 	c.conn.Close()
+	if c.tunnels != nil {
+		c.tunnels.Close()
+	}
 	if c.launch != nil {
 		c.launch.Close()
 	}
@@ -487,33 +502,49 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 	cmd := exec.Command(m.opts.Binary, args...)
 	cmd.Args[0] = "secgpt-spoke"
 	cmd.ExtraFiles = []*os.File{childFile} // fd 3
-	if fd4 != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, fd4)
+	if fd4 != nil || policy.Profile == sandbox.ProfileProxy {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, fd4) // fd 4; closed if nil
+	}
+	var tunnels *net.UnixConn
+	if policy.Profile == sandbox.ProfileProxy {
+		var spokeEnd *os.File
+		if tunnels, spokeEnd, err = tunnelPair(); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		defer spokeEnd.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, spokeEnd) // fd 5: TunnelFD
+	}
+	closeAll := func() {
+		conn.Close()
+		if tunnels != nil {
+			tunnels.Close()
+		}
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		conn.Close()
+		closeAll()
 		return nil, fmt.Errorf("failed to open spoke log pipe: %w", err)
 	}
 	if err := sandbox.Prepare(cmd, policy); err != nil {
-		conn.Close()
+		closeAll()
 		return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 	}
 	var cg *sandbox.Cgroup
 	if policy.Cgroup {
 		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
-			conn.Close()
+			closeAll()
 			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 		}
 	}
 	if err := cmd.Start(); err != nil {
-		conn.Close()
+		closeAll()
 		if cg != nil {
 			cg.Remove()
 		}
 		return nil, &Failure{App: label, Message: "could not start", Err: err}
 	}
-	c := &child{cmd: cmd, conn: conn, stderr: stderr, cg: cg}
+	c := &child{cmd: cmd, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}
 	if cg != nil {
 		// Fail closed: a spoke outside its cgroup has no memory bound.
 		if err := cg.Add(cmd.Process.Pid); err != nil {
@@ -532,6 +563,7 @@ func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Tim
 		cmd:        c.cmd,
 		pid:        c.cmd.Process.Pid,
 		conn:       c.conn,
+		tunnels:    c.tunnels,
 		enc:        NewEncoder(c.conn, m.opts.MaxFrame),
 		frames:     make(chan Frame, 16),
 		dead:       make(chan struct{}),

@@ -27,13 +27,16 @@ import (
 
 // process is one running spoke child.
 type process struct {
-	key    Key
-	cmd    *exec.Cmd
-	pid    int
-	conn   net.Conn
-	enc    *Encoder
-	frames chan Frame
-	log    zerolog.Logger
+	key  Key
+	cmd  *exec.Cmd
+	pid  int
+	conn net.Conn
+	// tunnels is the hub's end of the tunnel socket of a ProfileProxy
+	// spoke (see TunnelFD); nil for others.
+	tunnels *net.UnixConn
+	enc     *Encoder
+	frames  chan Frame
+	log     zerolog.Logger
 
 	startup    time.Duration   // spawn to ready
 	prestarted bool            // started from a spare
@@ -80,6 +83,9 @@ func (p *process) kill(cause error) {
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	_ = p.cmd.Process.Kill()
 	p.conn.Close()
+	if p.tunnels != nil {
+		p.tunnels.Close()
+	}
 }
 
 // gone reports whether the process was killed or has exited.
@@ -122,6 +128,10 @@ func (p *process) wait() {
 	// external app whose server failed) is still read; the deadline ends
 	// the reader should a descendant hold the spoke's end open.
 	_ = p.conn.SetReadDeadline(time.Now().Add(exitDrain))
+	if p.tunnels != nil {
+		// Connections it passed and the hub has not taken go with it.
+		p.tunnels.Close()
+	}
 	close(p.dead)
 }
 
@@ -228,25 +238,7 @@ func (p *process) forwardLogs(r io.Reader) {
 			dropped++
 			continue
 		}
-		line := sc.Bytes()
-		var entry struct {
-			Level   string `json:"level"`
-			Message string `json:"message"`
-			Error   string `json:"error"`
-		}
-		if json.Unmarshal(line, &entry) != nil || entry.Message == "" {
-			p.log.Info().Str("spoke_stderr", string(line)).Msg("Spoke output")
-			continue
-		}
-		lvl, err := zerolog.ParseLevel(entry.Level)
-		if err != nil || lvl == zerolog.NoLevel {
-			lvl = zerolog.InfoLevel
-		}
-		ev := p.log.WithLevel(lvl).RawJSON("spoke_log", line)
-		if entry.Error != "" {
-			ev = ev.Str("spoke_error", entry.Error)
-		}
-		ev.Msg("Spoke: " + entry.Message)
+		p.relay(sc.Bytes())
 	}
 }
 
@@ -314,6 +306,10 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 			panic(r)
 		}
 	}()
+	// Whatever a request starts that may outlive it (a tunnel) ends with
+	// the step.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	p.nextID++
 	stepID := p.nextID
 	p.rate.reset()
@@ -433,6 +429,21 @@ func (p *process) serve(ctx context.Context, f Frame, h Handler) (Frame, error) 
 		var req DataOp
 		if err = decode(&req); err == nil {
 			out, err = h.Data(ctx, req)
+		}
+	case KindTunnel:
+		var req TunnelRequest
+		if err = decode(&req); err != nil {
+			break
+		}
+		var conn net.Conn
+		if conn, err = p.receiveTunnel(req.Seq); err != nil {
+			return reply, err
+		}
+		if th, ok := h.(TunnelHandler); ok {
+			out, err = th.Tunnel(ctx, req, conn)
+		} else {
+			conn.Close()
+			err = errNoTunnels
 		}
 	default:
 		return reply, fmt.Errorf("%w: unexpected %q frame during a step", ErrProtocol, f.Kind)

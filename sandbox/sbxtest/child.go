@@ -449,6 +449,18 @@ func proxy(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
 	if err := sandbox.UpLoopback(); err != nil {
 		return "", fmt.Errorf("failed to bring up loopback: %w", err)
 	}
+	// Ports 80 and 443 of its own namespace, as the spoke's transparent
+	// egress listens (CAP_NET_BIND_SERVICE), then no capability.
+	for _, port := range []string{"80", "443"} {
+		ln, err := net.Listen("tcp4", "0.0.0.0:"+port)
+		if err != nil {
+			return "", fmt.Errorf("failed to listen on port %s: %w", port, err)
+		}
+		defer ln.Close()
+	}
+	if err := sandbox.DropCapabilities(); err != nil {
+		return "", err
+	}
 	caps, err := capabilitySets()
 	if err != nil {
 		return "", err

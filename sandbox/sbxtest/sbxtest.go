@@ -153,7 +153,8 @@ func ExecHelper(tb testing.TB) string {
 // netHelperSource is the program the exec_net tests run as ExecPath: it
 // tries, in its own network namespace (loopback down), every way out a
 // server of an external app might try, and reports each like the exec
-// helper. argv[1] is the port the policy allows, argv[2] another.
+// helper. argv[1] is the port the policy allows, argv[2] another; ports 80
+// and 443 are the spoke's transparent listeners.
 const netHelperSource = `#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -184,7 +185,15 @@ int main(int argc, char **argv) {
 	int pair[2];
 	report("connect_proxy_port", connect_to(atoi(argv[1])));
 	report("connect_other_port", connect_to(atoi(argv[2])));
+	report("connect_http_port", connect_to(80));
+	report("connect_https_port", connect_to(443));
 	report("socket_udp", socket(AF_INET, SOCK_DGRAM, 0));
+	report("socket_udplite", socket(AF_INET, SOCK_DGRAM, IPPROTO_UDPLITE));
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in outside = {.sin_family = AF_INET, .sin_port = htons(53)};
+	outside.sin_addr.s_addr = htonl(0x08080808);
+	report("udp_sendto_address", sendto(u, "x", 1, 0, (struct sockaddr *)&outside, sizeof outside));
+	report("udp_connect_outside", connect(u, (struct sockaddr *)&outside, sizeof outside));
 	report("socket_inet6", socket(AF_INET6, SOCK_STREAM, 0));
 	report("socket_unix", socket(AF_UNIX, SOCK_STREAM, 0));
 	report("socketpair_dgram", socketpair(AF_UNIX, SOCK_DGRAM, 0, pair));
@@ -257,6 +266,9 @@ type Outcome struct {
 	Stdout, Stderr string
 	// Elapsed is the wall-clock time from start to exit.
 	Elapsed time.Duration
+	// CPU is the user and system time the child used: what RLIMIT_CPU
+	// counts, unlike Elapsed, whatever the machine's load.
+	CPU time.Duration
 }
 
 // Result is the JSON line the child writes on stdout.
@@ -321,6 +333,7 @@ func Run(tb testing.TB, c Child) Outcome {
 	err = cmd.Wait()
 	out := Outcome{Stdout: stdout.String(), Stderr: stderr.String(), Elapsed: time.Since(start)}
 	out.ExitCode = cmd.ProcessState.ExitCode()
+	out.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		out.Signal = ws.Signal()
 	}
