@@ -33,6 +33,7 @@ func Probe() Capabilities {
 	_, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	c.NoNewPrivs = err == nil
 	c.UserNS, c.PIDNS, c.NetNS, c.NSDetail = probeNamespaces()
+	c.Cgroup, c.CgroupDetail = CgroupSupport()
 	if c.PIDNS {
 		// A spoke in a PID namespace needs a /proc of its own (see
 		// SetUpNamespaces).

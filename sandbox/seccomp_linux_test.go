@@ -245,7 +245,18 @@ func TestFilterDenies(t *testing.T) {
 		{"symlinkat", "symlinkat", nil, both, retEPERM},
 		{"linkat", "linkat", nil, both, retEPERM},
 		{"mknodat", "mknodat", nil, both, retEPERM},
-		{"chmod", "fchmodat", nil, both, retEPERM},
+		{"chmod in strict", "fchmodat", nil, []Profile{ProfileStrict, ProfileProxy}, retEPERM},
+		{"chmod set-uid", "fchmodat", []uint64{0, 0, unix.S_ISUID | 0o755}, both, retEPERM},
+		{"chmod set-gid", "chmod", []uint64{0, unix.S_ISGID | 0o755}, both, retEPERM},
+		{"chmod world-writable", "fchmod", []uint64{3, 0o666}, both, retEPERM},
+		{"chmod group-writable", "fchmodat", []uint64{0, 0, 0o664}, both, retEPERM},
+		{"setxattr", "setxattr", nil, both, retEPERM},
+		{"personality", "personality", []uint64{0x0040000}, both, retEPERM},
+		{"kexec_load", "kexec_load", nil, both, retKillProcess},
+		{"init_module", "init_module", nil, both, retKillProcess},
+		{"process_vm_writev", "process_vm_writev", nil, both, retKillProcess},
+		{"prctl PR_SET_SECCOMP", "prctl", []uint64{unix.PR_SET_SECCOMP, 2}, both, retEPERM},
+		{"prctl PR_SET_PTRACER", "prctl", []uint64{unix.PR_SET_PTRACER, ^uint64(0)}, both, retEPERM},
 		{"chown", "fchownat", nil, both, retEPERM},
 		{"shmget", "shmget", nil, both, retEPERM},
 		{"ptrace", "ptrace", nil, both, retKillProcess},
@@ -321,7 +332,8 @@ func contains(ps []Profile, p Profile) bool {
 // TestProxyProfilesAddOnly checks that each profile of the egress proxy is
 // its base profile plus the few calls the proxy needs: ProfileProxy is
 // ProfileStrict plus accept4 and setsockopt; ProfileExecNet is ProfileExec
-// plus connect and setsockopt (with narrower socket and socketpair rules).
+// plus connect, setsockopt and shutdown (with narrower socket and socketpair
+// rules).
 func TestProxyProfilesAddOnly(t *testing.T) {
 	allowed := func(p Profile) map[string]bool {
 		out := map[string]bool{}
@@ -337,7 +349,7 @@ func TestProxyProfilesAddOnly(t *testing.T) {
 		added         []string
 	}{
 		{ProfileProxy, ProfileStrict, []string{"accept4", "recvfrom", "sendmsg", "sendto", "setsockopt"}},
-		{ProfileExecNet, ProfileExec, []string{"connect", "sendmmsg", "setsockopt"}},
+		{ProfileExecNet, ProfileExec, []string{"connect", "sendmmsg", "setsockopt", "shutdown"}},
 	} {
 		got, base := allowed(tt.profile), allowed(tt.base)
 		var added []string

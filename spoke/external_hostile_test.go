@@ -55,7 +55,23 @@ const (
 	refused
 	// allowed: a control, which must succeed.
 	allowed
+	// memoryBounded: blocked with errText, or the kernel killed the server
+	// for its cgroup's memory bound and the hub reports the app over its
+	// memory limit.
+	memoryBounded
 )
+
+// memoryOutcome is how an allocation over the bound ends: with a cgroup per
+// spoke the server's address space is not limited (runtimes reserve more
+// than they use), so either the kernel refuses the mapping (overcommit, on
+// a machine with less memory than asked for) or it kills the server at its
+// cgroup's bound; without a cgroup RLIMIT_AS refuses it.
+func memoryOutcome() hostileOutcome {
+	if ok, _ := sandbox.CgroupSupport(); ok {
+		return memoryBounded
+	}
+	return blocked
+}
 
 type hostileAttack struct {
 	name, function string
@@ -128,8 +144,14 @@ func hostileAttacks() []hostileAttack {
 			outside: func(t *hostileTargets, _ *hostileEvidence) error { return absent(t.marker) }},
 		{name: "ptrace the hub", function: "ptrace_attach", args: arg("pid", os.Getpid()), outcome: killed,
 			outside: func(*hostileTargets, *hostileEvidence) error { return notTraced() }},
-		{name: "allocate 4 GiB", function: "allocate_memory", args: arg("bytes", 4<<30), outcome: blocked, errText: "MemoryError",
-			outside: func(_ *hostileTargets, e *hostileEvidence) error { return peakBelow(e.serverPID, 4<<30) }},
+		{name: "allocate 4 GiB", function: "allocate_memory", args: arg("bytes", 4<<30), outcome: memoryOutcome(), errText: "MemoryError",
+			outside: func(_ *hostileTargets, e *hostileEvidence) error {
+				status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.serverPID))
+				if memoryOutcome() == memoryBounded && (err != nil || strings.Contains(string(status), "(zombie)")) {
+					return nil // killed at its bound, as the report said
+				}
+				return peakBelow(e.serverPID, 4<<30)
+			}},
 		{name: "spin the CPU", function: "spin_cpu", args: noArgs, outcome: killed},
 		{name: "write a 10 GiB file", function: "big_file", args: func(*hostileTargets) map[string]any { return map[string]any{"path": "big.bin", "bytes": 10 << 30} },
 			outcome: blocked, errText: "File too large",
@@ -277,6 +299,11 @@ func TestHostileMCPServer(t *testing.T) {
 				}
 				if !strings.Contains(logs, "The app's MCP server failed") {
 					t.Errorf("the server's death is not in the log")
+				}
+			case memoryBounded:
+				refused := err == nil && strings.HasPrefix(text, "blocked: ") && strings.Contains(text, a.errText)
+				if !refused && (err == nil || !strings.Contains(err.Error(), "over its memory limit")) {
+					t.Errorf("want %q or the app reported over its memory limit; got %q, error %v", a.errText, text, err)
 				}
 			case allowed:
 				if err != nil || !strings.HasPrefix(text, "succeeded: ") || !strings.Contains(text, a.errText) {

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,9 +73,10 @@ type externalApp struct {
 
 	stderrMu sync.Mutex
 	tail     []string
+	refused  []string // syscalls the sandbox refused the server, by name
 
-	refusedMu sync.Mutex
-	refused   []string // TLS connections egress refused during the call
+	egressMu      sync.Mutex
+	egressRefused []string // why egress refused TLS connections during the call
 
 	// callMu guards calling: the proxy forwards a request only while a
 	// tool call is in progress, and a call ends only once every request it
@@ -108,12 +108,13 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 	if decl.CallTimeout <= 0 {
 		e.decl.CallTimeout = defaultCallTimeout
 	}
-	// A home and a temporary directory, unless the app set its own: the
-	// scratch directory, the one place it may write.
-	for _, k := range []string{"HOME", "TMPDIR"} {
-		if policy.Scratch != "" && !slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, k+"=") }) {
-			env = append(env, k+"="+policy.Scratch)
-		}
+	// A home, XDG directories and a temporary directory in the scratch
+	// directory, and the declaration's placeholders expanded (serverfiles.go).
+	if e.decl, err = withScratch(e.decl, policy.Scratch); err != nil {
+		return nil, err
+	}
+	if env, err = scratchVars(env, policy.Scratch); err != nil {
+		return nil, err
 	}
 	var port uint16
 	if decl.Egress && policy.Scratch == "" {
@@ -148,6 +149,7 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 	}
 	e.out = &lineLimit{r: e.server.stdout, max: maxMCPMessage}
 	go e.logStderr()
+	go e.serveListener()
 	return e, nil
 }
 
@@ -316,24 +318,12 @@ func (e *externalApp) explain(ctx context.Context, what string, err error) error
 	case e.out.over():
 		return fmt.Errorf("the MCP server sent a message over the %d-byte limit during %s", maxMCPMessage, what)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("the MCP server did not answer %s within %s", what, e.decl.CallTimeout)
+		return e.diagnose(what, fmt.Sprintf("did not answer within %s", e.decl.CallTimeout))
 	case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("the MCP server exited or closed its output during %s%s", what, e.lastWords())
+		return e.diagnose(what, "exited or closed its output")
 	default:
-		return fmt.Errorf("the MCP server failed %s: %s%s", what, bounded(err.Error(), 300), e.lastWords())
+		return e.diagnose(what, "failed: "+bounded(err.Error(), 300))
 	}
-}
-
-// lastWords are the server's last lines on stderr, for an error message.
-func (e *externalApp) lastWords() string {
-	// Give a dying server's last writes a moment to arrive.
-	time.Sleep(50 * time.Millisecond)
-	e.stderrMu.Lock()
-	defer e.stderrMu.Unlock()
-	if len(e.tail) == 0 {
-		return ""
-	}
-	return " (its stderr: " + strings.Join(e.tail, " | ") + ")"
 }
 
 // logStderr logs the server's stderr, bounded and rate-limited, and keeps
@@ -352,12 +342,14 @@ func (e *externalApp) logStderr() {
 					_, err = r.ReadSlice('\n')
 				}
 			}
-			e.stderrMu.Lock()
-			e.tail = append(e.tail, bounded(text, 200))
-			if len(e.tail) > stderrTail {
-				e.tail = e.tail[1:]
+			if !strings.HasPrefix(text, launchBanner) {
+				e.stderrMu.Lock()
+				e.tail = append(e.tail, bounded(text, 200))
+				if len(e.tail) > stderrTail {
+					e.tail = e.tail[1:]
+				}
+				e.stderrMu.Unlock()
 			}
-			e.stderrMu.Unlock()
 			if now := time.Now(); now.Sub(window) > time.Second {
 				if dropped > 0 {
 					e.log.Warn().Int("dropped", dropped).Msg("Dropped app server stderr lines over the rate limit")

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/sandbox"
 )
 
 // The parent side's view of one running spoke: reading and writing its
@@ -36,8 +38,9 @@ type process struct {
 	frames  chan Frame
 	log     zerolog.Logger
 
-	startup    time.Duration // spawn to ready
-	prestarted bool          // started from a spare
+	startup    time.Duration   // spawn to ready
+	prestarted bool            // started from a spare
+	cg         *sandbox.Cgroup // nil where the machine offers none
 
 	busy     chan struct{}
 	nextID   uint64
@@ -106,6 +109,9 @@ func (p *process) deathCause() error {
 
 func (p *process) wait() {
 	err := p.cmd.Wait()
+	if oom := p.outOfMemory(); oom != nil {
+		err = oom
+	}
 	p.deathOnce.Do(func() {
 		p.deathErr = fmt.Errorf("%w: %w", ErrCrashed, err)
 	})
@@ -115,6 +121,9 @@ func (p *process) wait() {
 	// Whatever the spoke left in its group goes with it: an external app's
 	// server, which its spoke could not signal across their sandboxes.
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	if p.cg != nil {
+		p.cg.Remove()
+	}
 	// What the spoke wrote before it exited (a result, then exit: an
 	// external app whose server failed) is still read; the deadline ends
 	// the reader should a descendant hold the spoke's end open.
@@ -124,6 +133,15 @@ func (p *process) wait() {
 		p.tunnels.Close()
 	}
 	close(p.dead)
+}
+
+// outOfMemory is an ErrOutOfMemory error if the kernel killed a process of
+// the spoke for going over its memory bound, else nil.
+func (p *process) outOfMemory() error {
+	if p.cg == nil || p.cg.OOMKills() == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w of %d MiB: the kernel killed a process of the app", ErrOutOfMemory, p.cg.Memory>>20)
 }
 
 // exitDrain bounds reading what a spoke wrote before it exited.
@@ -249,6 +267,8 @@ func describeDeath(cause error) string {
 		return "broke the protocol and was stopped"
 	case errors.Is(cause, ErrFlood):
 		return "flooded the channel and was stopped"
+	case errors.Is(cause, ErrOutOfMemory):
+		return "was killed: " + cause.Error()
 	case errors.Is(cause, ErrDeadline):
 		return "did not finish in time and was stopped"
 	case errors.Is(cause, ErrCancelled):
@@ -285,8 +305,11 @@ func describeWriteFailure(err error) (string, error) {
 func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, error) {
 	fail := func(msg string, cause error) (Result, error) {
 		// When the reader already stopped the spoke, its reason is the
-		// real one; a failed write is only its echo.
-		if p.killed.Load() {
+		// real one; a failed write is only its echo. So is any failure
+		// once the kernel killed a process of the spoke for its memory.
+		if oom := p.outOfMemory(); oom != nil {
+			cause, msg = oom, describeDeath(oom)
+		} else if p.killed.Load() {
 			p.deathOnce.Do(func() {})
 			cause, msg = p.deathErr, describeDeath(p.deathErr)
 		}
@@ -350,6 +373,13 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 			var res Result
 			if err := DecodeBody(f.Body, &res); err != nil {
 				return fail("sent a malformed result and was stopped", fmt.Errorf("%w: %v", ErrProtocol, err))
+			}
+			if res.Error != "" {
+				// The app's server died under its spoke: say so if
+				// the kernel killed it for its memory.
+				if oom := p.outOfMemory(); oom != nil {
+					res.Error = "killed: " + oom.Error() + "; " + res.Error
+				}
 			}
 			return res, nil
 		case KindReady:

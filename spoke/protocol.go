@@ -249,6 +249,9 @@ type Result struct {
 	Answer string `json:"answer,omitempty"`
 	// Error says why the step failed, in words for the user.
 	Error string `json:"error,omitempty"`
+	// Diagnosis, when an external app's server failed, says why in parts
+	// (exit, refused syscalls, last stderr lines); Error is its one line.
+	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
 	// Calls are the function calls the spoke ran or saw refused during the
 	// step, as the spoke reports them: for the record, never for a decision.
 	Calls []CallLog `json:"calls,omitempty"`

@@ -175,11 +175,11 @@ func (e *externalApp) carry(conn *net.TCPConn) {
 	if err != nil {
 		e.log.Warn().Err(err).Msg("Egress refused a TLS connection of the app's server")
 		e.note("secgpt egress refused a TLS connection: " + err.Error())
-		e.refusedMu.Lock()
-		if len(e.refused) < maxRefusalsKept {
-			e.refused = append(e.refused, bounded(err.Error(), 300))
+		e.egressMu.Lock()
+		if len(e.egressRefused) < maxRefusalsKept {
+			e.egressRefused = append(e.egressRefused, bounded(err.Error(), 300))
 		}
-		e.refusedMu.Unlock()
+		e.egressMu.Unlock()
 		return
 	}
 	e.log.Debug().Str("host", reply.Host).Msg("Egress carries a TLS connection of the app's server")
@@ -201,10 +201,10 @@ const maxRefusalsKept = 3
 // takeRefusals returns the TLS refusals kept since the last call, and
 // forgets them.
 func (e *externalApp) takeRefusals() []string {
-	e.refusedMu.Lock()
-	defer e.refusedMu.Unlock()
-	r := e.refused
-	e.refused = nil
+	e.egressMu.Lock()
+	defer e.egressMu.Unlock()
+	r := e.egressRefused
+	e.egressRefused = nil
 	return r
 }
 

@@ -209,7 +209,12 @@ func execDeclared(enter func() error, p sandbox.Policy, args []string) (string, 
 	if p.Profile != sandbox.ProfileExec && p.Profile != sandbox.ProfileExecNet {
 		return "execve", syscall.Exec("/bin/true", []string{"true"}, nil)
 	}
-	return "exec", sandbox.Exec(p, args, []string{})
+	var env []string
+	if p.Scratch != "" {
+		// Where servers keep state and temporary files, as the spoke sets.
+		env = []string{"HOME=" + p.Scratch, "TMPDIR=" + p.Scratch}
+	}
+	return "exec", sandbox.Exec(p, args, env)
 }
 
 // cloneProcess asks for a new process (no CLONE_THREAD). If the filter let

@@ -250,6 +250,9 @@ type Child struct {
 	// Unsandboxed runs the attempt without Prepare and Enter: the control
 	// that shows an attempt the sandbox denies would otherwise succeed.
 	Unsandboxed bool
+	// Cgroup, when set, is the cgroup the child is moved into as soon as
+	// it has started, as the spoke manager does.
+	Cgroup *sandbox.Cgroup
 }
 
 // Outcome is what the parent saw of one child.
@@ -263,6 +266,9 @@ type Outcome struct {
 	Stdout, Stderr string
 	// Elapsed is the wall-clock time from start to exit.
 	Elapsed time.Duration
+	// CPU is the user and system time the child used: what RLIMIT_CPU
+	// counts, unlike Elapsed, whatever the machine's load.
+	CPU time.Duration
 }
 
 // Result is the JSON line the child writes on stdout.
@@ -317,9 +323,17 @@ func Run(tb testing.TB, c Child) Outcome {
 		tb.Fatalf("failed to start child: %v", err)
 	}
 	child.Close()
+	if c.Cgroup != nil {
+		if err := c.Cgroup.Add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			tb.Fatal(err)
+		}
+	}
 	err = cmd.Wait()
 	out := Outcome{Stdout: stdout.String(), Stderr: stderr.String(), Elapsed: time.Since(start)}
 	out.ExitCode = cmd.ProcessState.ExitCode()
+	out.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		out.Signal = ws.Signal()
 	}
