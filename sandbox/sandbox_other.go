@@ -78,14 +78,6 @@ func UpLoopback() error {
 	return fmt.Errorf("%w: %s", ErrUnprotected, unsupported)
 }
 
-// DropCapabilities is not supported: there are no network namespaces here.
-func DropCapabilities() error {
-	return fmt.Errorf("%w: %s", ErrUnprotected, unsupported)
-}
-
-// OwnNetworkNamespace is false: there are no network namespaces here.
-func OwnNetworkNamespace() (bool, string) { return false, unsupported }
-
 // CgroupSupport reports that there are no cgroups here.
 func CgroupSupport() (bool, string) { return false, unsupported }
 
@@ -111,3 +103,11 @@ func (c *Cgroup) Remove() {}
 
 // Update does nothing.
 func (c *Cgroup) Update(Limits) error { return nil }
+
+// DropCapabilities is not supported: there are no network namespaces here.
+func DropCapabilities() error {
+	return fmt.Errorf("%w: %s", ErrUnprotected, unsupported)
+}
+
+// OwnNetworkNamespace is false: there are no network namespaces here.
+func OwnNetworkNamespace() (bool, string) { return false, unsupported }

@@ -458,11 +458,11 @@ type child struct {
 	// launch is a spare's end of the pipe on which it waits for its
 	// launch arguments; nil for any other child.
 	launch *os.File
+	// cg is its cgroup; nil where the machine offers none.
+	cg *sandbox.Cgroup
 	// tunnels is the hub's end of a ProfileProxy spoke's tunnel socket;
 	// nil for any other child.
 	tunnels *net.UnixConn
-	// cg is its cgroup; nil where the machine offers none.
-	cg *sandbox.Cgroup
 }
 
 // discard kills a child that will not be used, and reaps it.
@@ -544,7 +544,7 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 		}
 		return nil, &Failure{App: label, Message: "could not start", Err: err}
 	}
-	c := &child{cmd: cmd, conn: conn, stderr: stderr, tunnels: tunnels, cg: cg}
+	c := &child{cmd: cmd, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}
 	if cg != nil {
 		// Fail closed: a spoke outside its cgroup has no memory bound.
 		if err := cg.Add(cmd.Process.Pid); err != nil {

@@ -76,7 +76,7 @@ type externalApp struct {
 	refused  []string // syscalls the sandbox refused the server, by name
 
 	egressMu      sync.Mutex
-	egressRefused []string // why egress refused TLS connections during the call
+	egressRefused []string // TLS connections egress refused during the call
 
 	// callMu guards calling: the proxy forwards a request only while a
 	// tool call is in progress, and a call ends only once every request it
