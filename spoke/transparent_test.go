@@ -196,3 +196,19 @@ func reachableCopy(t *testing.T, src string) string {
 	}
 	return dst
 }
+
+// TestTransparentEgressReadsResolvConf: a server that may read the
+// machine's resolver configuration (it declares /etc/resolv.conf
+// readable) asks the name server named there, which in the spoke's
+// namespace is an address of loopback where the spoke's resolver answers.
+func TestTransparentEgressReadsResolvConf(t *testing.T) {
+	conf, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil || !strings.Contains(string(conf), "nameserver") {
+		t.Skipf("no name server in /etc/resolv.conf (%v): every resolver asks 127.0.0.1 anyway", err)
+	}
+	testDirectClient(t, directClient{name: "pyresolvconf", app: func(t *testing.T, ca string) mcptest.App {
+		app := pythonFetch("urllib")(t, ca)
+		app.Decl.ReadOnly = append(app.Decl.ReadOnly, "/etc/resolv.conf")
+		return app
+	}})
+}
