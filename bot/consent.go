@@ -32,13 +32,20 @@ type prompts struct {
 }
 
 type openPrompt struct {
-	event   id.EventID
-	room    id.RoomID
-	user    id.UserID
+	event id.EventID
+	room  id.RoomID
+	user  id.UserID
+	// choices are the answers the prompt takes for all its lines.
 	choices []hub.Decision
+	// apps are the apps of its lines; refused are those the user refused
+	// by name, whose lines are denied whatever the answer for all.
+	apps    []string
+	refused map[string]bool
 	// answered receives the one answer; it has room for it.
 	answered chan hub.Decision
-	done     bool
+	// onReact is called when an answer reaction arrives, before it counts.
+	onReact func()
+	done    bool
 	// settling is the reaction waiting out the settle time, if any.
 	settling id.EventID
 	timer    *time.Timer
@@ -105,6 +112,9 @@ func (ps *prompts) react(room id.RoomID, target id.EventID, user id.UserID, key 
 	ps.stopSettling(p)
 	p.settling = reaction
 	ps.byReaction[reaction] = p
+	if p.onReact != nil {
+		go p.onReact()
+	}
 	p.timer = time.AfterFunc(ps.settle, func() {
 		ps.mu.Lock()
 		defer ps.mu.Unlock()
@@ -138,12 +148,50 @@ func (ps *prompts) answer(room id.RoomID, target id.EventID, user id.UserID, d h
 	return p != nil
 }
 
+// refuse takes a reply naming apps of an open prompt: their lines are
+// denied, and the prompt waits for the answer for the rest (or closes, all
+// of its apps refused). It reports whether target is an open prompt of
+// user naming those apps (the reply is then consumed).
+func (ps *prompts) refuse(room id.RoomID, target id.EventID, user id.UserID, apps []string) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	p, ok := ps.acceptable(room, target, user, hub.DecisionDeny)
+	if !ok {
+		return false
+	}
+	for _, a := range apps {
+		if !slices.Contains(p.apps, a) {
+			return false
+		}
+	}
+	for _, a := range apps {
+		p.refused[a] = true
+	}
+	if len(p.refused) == len(p.apps) {
+		ps.stopSettling(p)
+		ps.decide(p, hub.DecisionDeny)
+	}
+	return true
+}
+
 // decide delivers the answer; ps.mu is held.
 func (ps *prompts) decide(p *openPrompt, d hub.Decision) {
 	p.done = true
 	delete(ps.byReaction, p.settling)
 	p.settling, p.timer = "", nil
 	p.answered <- d
+}
+
+// openFor reports whether user has an open prompt.
+func (ps *prompts) openFor(user id.UserID) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.open {
+		if p.user == user && !p.done {
+			return true
+		}
+	}
+	return false
 }
 
 // soleOpen returns user's only open prompt in room, or "" if there is not
@@ -165,30 +213,34 @@ func (ps *prompts) soleOpen(room id.RoomID, user id.UserID) id.EventID {
 
 // consenter asks the user of one inbox message, in its room and thread,
 // or in their direct chat with the bot for a prompt that shows their data
-// in a room shared with others. The hub may call Ask concurrently for
-// parallel steps: each is its own prompt.
+// in a room shared with others. The hub asks every question a plan needs
+// up front in one AskEach: one prompt, one line per app. It may call Ask
+// concurrently for parallel steps: each is its own prompt.
 type consenter struct {
 	bot    *Bot
 	row    inboxRow
 	typing *typing
 
 	mu sync.Mutex
-	// asked are the prompts closed so far, in the order Ask returned.
+	// asked are the prompts closed so far, in the order they closed.
 	asked []*askedPrompt
 }
 
-var _ hub.Consenter = (*consenter)(nil)
+var _ hub.BatchConsenter = (*consenter)(nil)
 
 // askedPrompt is a closed prompt, kept until the query ends to check what
 // it shows against what the hub applied.
 type askedPrompt struct {
-	req   hub.ConsentRequest
+	reqs  []hub.ConsentRequest
 	event id.EventID
 	room  id.RoomID
 	// head is the prompt without the instructions for answering.
-	head string
-	// shown is the decision the prompt shows: the answer, or deny.
-	shown hub.Decision
+	head promptText
+	mark promptMark
+	// shown are the decisions the prompt shows, one per request.
+	shown []hub.Decision
+	// seeded are the bot's reactions, removed once the prompt closes.
+	seeded []id.EventID
 	// shownDone is closed once the edit showing the outcome was tried.
 	shownDone chan struct{}
 }
@@ -200,85 +252,138 @@ var (
 	// errWrongUser means the hub asked a consenter about another user's
 	// request; it is a denial.
 	errWrongUser = errors.New("consent request for another user")
+	// errNoEncryption means the user has no device with end-to-end
+	// encryption keys, so cannot read the bot's direct chat; a denial.
+	errNoEncryption = errors.New("the user has no device that can read an encrypted chat")
 	// errAskPanicked means asking failed on a bug; it is a denial.
 	errAskPanicked = errors.New("asking for consent panicked")
 )
 
-// Ask posts a prompt, seeds a reaction per choice and waits for the user's
-// answer or ctx's end. It returns the decision before the prompt is edited
-// to show it: the hub checks its own deadline when Ask returns, and settle
-// corrects a prompt whose answer the hub did not apply.
-func (c *consenter) Ask(ctx context.Context, req hub.ConsentRequest) (d hub.Decision, err error) {
+// Ask asks one question (see AskEach).
+func (c *consenter) Ask(ctx context.Context, req hub.ConsentRequest) (hub.Decision, error) {
+	ds, err := c.AskEach(ctx, []hub.ConsentRequest{req})
+	if len(ds) != 1 {
+		return hub.DecisionDeny, err
+	}
+	return ds[0], err
+}
+
+// AskEach posts one prompt for reqs, one line per app, seeds a reaction
+// per choice and waits for the user's answer or ctx's end. One answer
+// answers every line (each takes it as hub.ConsentRequest.Take says); a
+// reply naming apps refuses their lines. It returns the decisions before
+// the prompt is edited to show them: the hub checks its own deadline when
+// AskEach returns, and settle corrects a prompt whose answer the hub did
+// not apply.
+func (c *consenter) AskEach(ctx context.Context, reqs []hub.ConsentRequest) (ds []hub.Decision, err error) {
 	b := c.bot
-	log := b.log.With().Str("user", req.User).Str("category", string(req.Category)).Str("app", req.App).Logger()
+	deny := func() []hub.Decision { return slices.Repeat([]hub.Decision{hub.DecisionDeny}, len(reqs)) }
+	apps := promptApps(reqs)
+	log := b.log.With().Str("user", c.row.UserID.String()).Strs("apps", apps).Int("questions", len(reqs)).Logger()
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error().Any("panic", r).Str("stack", string(debug.Stack())).Msg("Panic while asking for consent; denying")
-			d, err = hub.DecisionDeny, errAskPanicked
+			ds, err = deny(), errAskPanicked
 		}
 	}()
-	if id.UserID(req.User) != c.row.UserID {
-		return hub.DecisionDeny, errWrongUser
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	for _, req := range reqs {
+		if id.UserID(req.User) != c.row.UserID {
+			return deny(), errWrongUser
+		}
 	}
 	c.typing.pause()
-	defer c.typing.resume()
-	offered := offeredChoices(req)
-	head, foot, err := renderPrompt(req, offered, time.Now())
-	if err != nil {
-		log.Warn().Err(err).Int("summary_bytes", len(req.Summary)).Msg("Denying a request too long to show")
-		c.tell(ctx, log, mention(c.row.UserID)+": the app "+code(req.App)+" asked for something too long to show you in full in a permission prompt, so I denied it.", kindError)
-		return hub.DecisionDeny, err
-	}
-	w, err := c.where(ctx, req)
+	resume := sync.OnceFunc(c.typing.resume)
+	defer resume()
+	offered := offeredChoices(reqs)
+	w, err := c.where(ctx, reqs)
 	if err != nil {
 		c.unreachable(ctx, log, err)
-		return hub.DecisionDeny, err
+		return deny(), err
 	}
+	view := promptView{user: c.row.UserID, within: time.Until(reqs[0].Deadline)}
 	if w.private {
-		head = fmt.Sprintf("About [your message](%s) in a room shared with others:\n\n", matrixTo(c.row.RoomID.String(), c.row.EventID.String())) + head
+		view.origin = matrixTo(c.row.RoomID.String(), c.row.EventID.String())
+	} else {
+		view.mention = !b.directWith(ctx, w.room, c.row.UserID)
 	}
-	evt, err := b.post(ctx, message{room: w.room, replyTo: w.replyTo, threadRoot: w.threadRoot, markdown: head + "\n" + foot, kind: kindPrompt})
+	head, foot, err := renderPrompt(reqs, offered, view)
+	if err != nil {
+		log.Warn().Err(err).Msg("Denying a request too long to show")
+		c.tell(ctx, log, mention(c.row.UserID)+": an app asked for something too long to show you in full in a permission prompt, so I did not allow it.", kindError)
+		return deny(), err
+	}
+	mark := promptMark{User: c.row.UserID, Apps: apps, Expires: reqs[0].Deadline.UnixMilli()}
+	for _, ch := range offered {
+		mark.Choices = append(mark.Choices, string(ch.Decision))
+	}
+	var mentioned id.UserID
+	if view.mention {
+		mentioned = c.row.UserID
+	}
+	evt, err := b.post(ctx, message{room: w.room, replyTo: w.replyTo, threadRoot: w.threadRoot, parsed: promptContent(head.plus(foot), mentioned), fields: map[string]any{PromptKey: mark}, kind: kindPrompt})
 	if err != nil {
 		err = fmt.Errorf("failed to post consent prompt: %w", err)
 		if w.private {
 			c.unreachable(ctx, log, err)
 		}
-		return hub.DecisionDeny, err
+		return deny(), err
 	}
 	// Open at once: the user may answer as soon as the prompt shows, before
 	// the notice, the record and the seeded reactions below are sent.
-	p := &openPrompt{event: evt, room: w.room, user: c.row.UserID, choices: req.Choices, answered: make(chan hub.Decision, 1)}
+	var takes []hub.Decision
+	for _, ch := range offered {
+		takes = append(takes, ch.Decision)
+	}
+	p := &openPrompt{event: evt, room: w.room, user: c.row.UserID, choices: takes, apps: apps, refused: map[string]bool{}, answered: make(chan hub.Decision, 1), onReact: resume}
 	b.prompts.add(p)
 	if w.private {
 		c.pointToDirectChat(ctx, log, w.invited)
 	}
 	log = log.With().Str("prompt", evt.String()).Logger()
-	if err := b.db.addPrompt(context.WithoutCancel(ctx), prompt{EventID: evt, RoomID: w.room, UserID: c.row.UserID, QueryEventID: c.row.EventID, Markdown: head, Expires: req.Deadline}); err != nil {
+	a := &askedPrompt{reqs: reqs, event: evt, room: w.room, head: head, mark: mark, shownDone: make(chan struct{})}
+	if err := b.db.addPrompt(context.WithoutCancel(ctx), prompt{EventID: evt, RoomID: w.room, UserID: c.row.UserID, QueryEventID: c.row.EventID, Markdown: a.stored(), Expires: reqs[0].Deadline}); err != nil {
 		log.Warn().Err(err).Msg("Failed to record a prompt")
 	}
 	for _, ch := range offered {
 		if ch.Emoji == "" {
 			continue
 		}
-		if _, err := b.cli.SendReaction(ctx, w.room, evt, ch.Emoji); err != nil {
+		resp, err := b.cli.SendReaction(ctx, w.room, evt, ch.Emoji)
+		if err != nil {
 			log.Warn().Err(err).Str("emoji", ch.Emoji).Msg("Failed to seed a reaction")
+			continue
 		}
+		a.seeded = append(a.seeded, resp.EventID)
 	}
-	o := outcome{kind: outcomeAnswered, by: req.User}
+	if err := b.db.setPromptText(context.WithoutCancel(ctx), evt, a.stored()); err != nil {
+		log.Warn().Err(err).Msg("Failed to record a prompt's reactions")
+	}
+	o := outcome{kind: outcomeAnswered, by: c.row.UserID.String(), apps: appsOf(reqs)}
+	var d hub.Decision
 	select {
 	case d = <-p.answered:
-		o.decision = d
 	case <-ctx.Done():
 	}
 	b.prompts.remove(p)
+	ds = make([]hub.Decision, len(reqs))
+	for i, r := range reqs {
+		ds[i] = r.Take(d)
+		if p.refused[r.App] {
+			ds[i] = hub.DecisionDeny
+		}
+	}
 	// An answer that came with the end of ctx is too late for the hub.
 	if err = ctx.Err(); err != nil {
-		d, o = hub.DecisionDeny, outcome{kind: outcomeCancelled}
+		ds, o.kind = deny(), outcomeCancelled
 		if errors.Is(err, context.DeadlineExceeded) {
 			o.kind = outcomeTimeout
 		}
 	}
-	a := &askedPrompt{req: req, event: evt, room: w.room, head: head, shown: d, shownDone: make(chan struct{})}
+	o.decisions = ds
+	a.shown = ds
 	c.mu.Lock()
 	c.asked = append(c.asked, a)
 	c.mu.Unlock()
@@ -290,12 +395,30 @@ func (c *consenter) Ask(ctx context.Context, req hub.ConsentRequest) (d hub.Deci
 	if !b.goBackground(showOutcome) {
 		showOutcome(ctx)
 	}
-	log.Info().Str("decision", string(d)).Msg("Consent prompt closed")
-	return d, err
+	log.Info().Strs("decisions", decisionStrings(ds)).Msg("Consent prompt closed")
+	return ds, err
 }
 
-// show records a prompt's outcome and edits the prompt to show it. Once
-// posted, a prompt shows its outcome even when ctx has ended.
+// appsOf is the app of each request.
+func appsOf(reqs []hub.ConsentRequest) []string {
+	out := make([]string, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.App
+	}
+	return out
+}
+
+func decisionStrings(ds []hub.Decision) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = string(d)
+	}
+	return out
+}
+
+// show records a prompt's outcome, edits the prompt to show it and takes
+// back the seeded reactions. Once posted, a prompt shows its outcome even
+// when ctx has ended.
 func (c *consenter) show(ctx context.Context, log zerolog.Logger, a *askedPrompt, o outcome) {
 	b := c.bot
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
@@ -304,13 +427,11 @@ func (c *consenter) show(ctx context.Context, log zerolog.Logger, a *askedPrompt
 	if o.kind != outcomeAnswered {
 		state = promptExpired
 	}
-	line := outcomeLine(o)
-	if err := b.db.closePrompt(ctx, a.event, state, line); err != nil {
+	if err := b.db.closePrompt(ctx, a.event, state, outcomeLine(o)); err != nil {
 		log.Warn().Err(err).Msg("Failed to record a prompt's outcome")
 	}
-	if err := b.edit(ctx, a.room, a.event, a.head+"\n"+line, kindPrompt); err != nil {
-		log.Warn().Err(err).Msg("Failed to show a prompt's outcome")
-	}
+	b.closePromptEvent(ctx, a.room, a.event, storedPrompt{Head: a.head, Mark: a.mark, Seeded: a.seeded}, o)
+	a.seeded = nil
 }
 
 // The hub's record of how it decided a request it asked about (see
@@ -323,7 +444,7 @@ const (
 
 var askedSources = []string{sourceAsked, sourceTimeout, sourceCancelled, "error", "invalid"}
 
-// settle makes every prompt of the query show the decision the hub
+// settle makes every prompt of the query show the decisions the hub
 // applied, as its record of the query says. They differ only when an answer
 // reached the hub after its deadline (the hub then denies): the prompt,
 // which showed the answer, is edited again.
@@ -342,32 +463,41 @@ func (c *consenter) settle(ctx context.Context, reply *hub.Reply) {
 	for _, a := range asked {
 		// The correction must come after the first edit.
 		<-a.shownDone
-		i := -1
-		for j, rec := range consents {
-			if !used[j] && recordOf(rec, a.req) {
-				i = j
-				break
+		applied := slices.Clone(a.shown)
+		o := outcome{kind: outcomeAnswered, by: a.reqs[0].User, apps: appsOf(a.reqs)}
+		differs := false
+		for k, req := range a.reqs {
+			i := -1
+			for j, rec := range consents {
+				if !used[j] && recordOf(rec, req) {
+					i = j
+					break
+				}
+			}
+			if i < 0 {
+				continue
+			}
+			used[i] = true
+			if consents[i].Decision == a.shown[k] {
+				continue
+			}
+			applied[k], differs = consents[i].Decision, true
+			switch consents[i].Source {
+			case sourceAsked:
+			case sourceTimeout:
+				o.kind = outcomeTimeout
+			case sourceCancelled:
+				o.kind = outcomeCancelled
+			default:
+				o.kind = outcomeNotApplied
 			}
 		}
-		if i < 0 {
+		if !differs {
 			continue
 		}
-		used[i] = true
-		applied := consents[i]
-		if applied.Decision == a.shown {
-			continue
-		}
-		log := c.bot.log.With().Str("prompt", a.event.String()).Str("shown", string(a.shown)).Str("applied", string(applied.Decision)).Str("source", applied.Source).Logger()
-		log.Warn().Msg("The hub applied another decision than the prompt showed; correcting the prompt")
-		o := outcome{kind: outcomeNotApplied}
-		switch applied.Source {
-		case sourceAsked:
-			o = outcome{kind: outcomeAnswered, decision: applied.Decision, by: a.req.User}
-		case sourceTimeout:
-			o.kind = outcomeTimeout
-		case sourceCancelled:
-			o.kind = outcomeCancelled
-		}
+		o.decisions = applied
+		log := c.bot.log.With().Str("prompt", a.event.String()).Strs("shown", decisionStrings(a.shown)).Strs("applied", decisionStrings(applied)).Logger()
+		log.Warn().Msg("The hub applied other decisions than the prompt showed; correcting the prompt")
 		c.show(ctx, log, a, o)
 	}
 }
@@ -390,13 +520,18 @@ type place struct {
 	private, invited bool
 }
 
-// where decides where the prompt for req goes: beside the message that
+// where decides where the prompt for reqs goes: beside the message that
 // caused it, unless it would show the user's data to others in that room.
 // Then it goes to the user's direct chat with the bot, made if need be.
-func (c *consenter) where(ctx context.Context, req hub.ConsentRequest) (place, error) {
+func (c *consenter) where(ctx context.Context, reqs []hub.ConsentRequest) (place, error) {
 	here := place{room: c.row.RoomID, replyTo: c.row.EventID, threadRoot: c.row.ThreadRoot}
-	if !showsPrivateData(req) || c.bot.directWith(ctx, c.row.RoomID, c.row.UserID) {
+	if !slices.ContainsFunc(reqs, showsPrivateData) || c.bot.directWith(ctx, c.row.RoomID, c.row.UserID) {
 		return here, nil
+	}
+	if !c.bot.canReadEncrypted(ctx, c.row.UserID) {
+		// The direct chat is encrypted: a prompt there would wait unread
+		// until it timed out.
+		return place{}, errNoEncryption
 	}
 	room, created, err := c.bot.directChat(ctx, c.row.UserID)
 	if err != nil {
@@ -408,7 +543,7 @@ func (c *consenter) where(ctx context.Context, req hub.ConsentRequest) (place, e
 // pointToDirectChat tells the user, in the room of their message, where
 // their prompt is; it shows nothing of the request.
 func (c *consenter) pointToDirectChat(ctx context.Context, log zerolog.Logger, invited bool) {
-	msg := mention(c.row.UserID) + ": I need your permission for a request; I've sent the details to our direct chat."
+	msg := mention(c.row.UserID) + ": I need your permission for your message; I've sent the details to our direct chat."
 	if invited {
 		msg += " Accept my invitation to it to see them."
 	}
@@ -424,7 +559,11 @@ func (c *consenter) unreachable(ctx context.Context, log zerolog.Logger, err err
 		return
 	}
 	log.Warn().Err(err).Msg("Failed to reach a user in a direct chat; denying")
-	c.tell(ctx, log, mention(c.row.UserID)+": I need your permission for a request that would show your data, but I could not reach you in a direct chat, so I denied it. Start a direct chat with me and ask again.", kindError)
+	if errors.Is(err, errNoEncryption) {
+		c.tell(ctx, log, mention(c.row.UserID)+": I need your permission for your message, and the question would show your data here, so I ask in our direct chat, which is encrypted; your Matrix client has no encryption keys and could not read it, so nothing that needed it ran. Sign in with a client that supports end-to-end encryption (Element, for example) and ask again.", kindError)
+		return
+	}
+	c.tell(ctx, log, mention(c.row.UserID)+": I need your permission for your message, and the question would show your data here, but I could not reach you in a direct chat, so nothing that needed it ran. Start a direct chat with me and ask again.", kindError)
 }
 
 // tell sends a notice about the prompt to the room of the user's message,

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,7 +29,7 @@ func TestPromptShowsTheDecisionTheHubApplied(t *testing.T) {
 		wantEdits  int
 	}{
 		{"answer applied", false, "decided once (asked)", "Allowed once", 1},
-		{"answer too late for the hub", true, "decided deny (timeout)", "No answer in time", 2},
+		{"answer too late for the hub", true, "decided deny (timeout)", "You did not answer in time", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tb := newTestBot(t, Options{})
@@ -245,5 +246,152 @@ func TestAnswerWhileTheNoticeIsSent(t *testing.T) {
 	q := tb.say(room, alice, "! go")
 	if got := tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer)); got.body() != "decided once (asked)" {
 		t.Errorf("answer = %q", got.body())
+	}
+}
+
+// TestOnePromptForThePlan: the questions a plan needs up front are one
+// prompt, one line per app, marked as a prompt, mentioning the user in a
+// shared room, in plain words; a reply naming an app refuses its line,
+// one reaction answers the rest, the outcome shows each app's decision,
+// and the seeded reactions are taken back.
+func TestOnePromptForThePlan(t *testing.T) {
+	tb := newTestBot(t, Options{ConsentSettle: 20 * time.Millisecond})
+	room := tb.room("!shared:x", alice, bob)
+	durable := []hub.Decision{hub.DecisionOnce, hub.DecisionSession, hub.DecisionAlways, hub.DecisionDeny, hub.DecisionNever}
+	var reqs []hub.ConsentRequest
+	for _, app := range []string{"metro_hail", "quick_ride"} {
+		r := consentRequest(alice, hub.CategoryExec, time.Minute)
+		r.App, r.Choices = app, durable
+		r.Calls = []hub.PlannedCall{{Function: r.Function, Args: r.Args}}
+		reqs = append(reqs, r)
+	}
+	tb.hub.handle = func(ctx context.Context, r hub.Request) (*hub.Reply, error) {
+		ds, err := r.Consenter.(hub.BatchConsenter).AskEach(ctx, reqs)
+		return &hub.Reply{Answer: fmt.Sprint(ds, err)}, nil
+	}
+	q := tb.say(room, alice, "! fares please")
+	p := tb.hs.prompt(room, q.ID)
+	if mark, ok := p.Content[PromptKey].(map[string]any); !ok || mark["user"] != alice.String() {
+		t.Errorf("prompt content %v lacks %s naming the user", p.Content, PromptKey)
+	}
+	if m := p.mentions(); len(m) != 1 || m[0] != alice.String() {
+		t.Errorf("mentions = %v, want alice", m)
+	}
+	body := p.body()
+	for _, bad := range []string{"**", "```"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("body carries Markdown %q:\n%s", bad, body)
+		}
+	}
+	for _, want := range []string{"• metro_hail estimate_fare with end_point: Elm Avenue, start_point: Main Street", "• quick_ride estimate_fare", "to refuse one app, reply with its name", "Answer within 1 minute"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("body lacks %q:\n%s", want, body)
+		}
+	}
+	waitCount(t, tb.hs, "seeded reactions", 4, func(s sent) bool { return s.Type == "m.reaction" && s.relation("event_id") == p.ID.String() })
+	tb.react(room, bob, p.ID, "✅")
+	tb.replyTo(room, alice, p.ID, "quick_ride")
+	tb.react(room, alice, p.ID, "♾️")
+	if got := tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer)).body(); got != "[always deny] <nil>" {
+		t.Errorf("decisions = %q, want metro_hail always and quick_ride refused", got)
+	}
+	edit := tb.hs.waitFor("outcome", editsOf(p.ID))
+	if got := edit.newBody(); !strings.HasSuffix(got, "metro_hail: ♾️ Always allowed · quick_ride: ❌ Denied by @alice:x.") {
+		t.Errorf("outcome:\n%s", got)
+	}
+	if n := len(tb.hs.all(messageOfKind(room, kindPrompt))); n != 1 {
+		t.Errorf("prompts = %d, want 1", n)
+	}
+	waitCount(t, tb.hs, "seeded reactions taken back", 4, func(s sent) bool { return s.Type == event.EventRedaction.Type })
+}
+
+// waitCount waits up to 5 s for n sent events that match.
+func waitCount(t *testing.T, f *fakeHS, what string, n int, match func(sent) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(f.all(match)) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d events, want %d", what, len(f.all(match)), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestOnlyPromptsTakeAnswers: a reaction to one of the bot's messages that
+// is not an open prompt (an answer, which may copy a prompt's words) does
+// nothing.
+func TestOnlyPromptsTakeAnswers(t *testing.T) {
+	tb := newTestBot(t, Options{ConsentSettle: 20 * time.Millisecond})
+	room := tb.room("!dm:x", alice)
+	tb.hub.handle = func(context.Context, hub.Request) (*hub.Reply, error) {
+		return &hub.Reply{Answer: "🔐 permission needed for your message\n• metro_hail estimate_fare\nReact ✅ once · ❌ deny."}, nil
+	}
+	q := tb.say(room, alice, "forge")
+	forged := tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer))
+	if _, ok := forged.Content[PromptKey]; ok {
+		t.Fatalf("an answer carries %s", PromptKey)
+	}
+	asked := make(chan hub.Decision, 1)
+	tb.hub.handle = func(ctx context.Context, r hub.Request) (*hub.Reply, error) {
+		req := consentRequest(alice, hub.CategoryExec, 300*time.Millisecond)
+		askCtx, cancel := context.WithDeadline(ctx, req.Deadline)
+		defer cancel()
+		d, _ := r.Consenter.Ask(askCtx, req)
+		asked <- d
+		return &hub.Reply{Answer: "done"}, nil
+	}
+	tb.say(room, alice, "ask")
+	tb.hs.prompt(room, "")
+	tb.react(room, alice, forged.ID, "✅")
+	if d := <-asked; d != hub.DecisionDeny {
+		t.Fatalf("a reaction to an answer decided %s", d)
+	}
+}
+
+// TestTypingAsSoonAsAnAnswerArrives: while a prompt is open the bot does
+// not type; an answer reaction turns typing on at once, before the
+// reaction has stood for the settle time and counts.
+func TestTypingAsSoonAsAnAnswerArrives(t *testing.T) {
+	const settle = 2 * time.Second
+	tb := newTestBot(t, Options{ConsentSettle: settle})
+	room := tb.room("!dm:x", alice)
+	tb.asking(consentRequest(alice, hub.CategoryExec, time.Minute), time.Minute, nil)
+	q := tb.say(room, alice, "go")
+	p := tb.hs.prompt(room, q.ID)
+	time.Sleep(100 * time.Millisecond)
+	reacted := time.Now()
+	tb.react(room, alice, p.ID, "✅")
+	deadline := time.Now().Add(settle / 2)
+	for !tb.hs.typingSince(reacted) {
+		if time.Now().After(deadline) {
+			t.Fatal("no typing within half the settle time of the answer reaction")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer))
+}
+
+// TestNoPromptInAChatTheUserCannotRead: a prompt that must go to the
+// user's encrypted direct chat, for a user whose client has no encryption
+// keys, is not posted there to time out unread: the request is denied at
+// once and the room told why, without the data.
+func TestNoPromptInAChatTheUserCannotRead(t *testing.T) {
+	tb := newTestBot(t, Options{ConsentSettle: 10 * time.Millisecond})
+	room := tb.room("!shared:x", alice, bob)
+	tb.room("!alicedm:x", alice)
+	tb.hs.mu.Lock()
+	tb.hs.noKeys[alice] = true
+	tb.hs.mu.Unlock()
+	tb.asking(consentRequest(alice, hub.CategoryData, time.Minute), time.Minute, nil)
+	q := tb.say(room, alice, "! go")
+	n := tb.hs.waitFor("notice of the denial", replyOfKind(room, q.ID, kindError))
+	if !contains(n.body(), alice.String(), "no encryption keys") || strings.Contains(n.body(), "1980") {
+		t.Errorf("notice = %q", n.body())
+	}
+	if got := tb.hs.waitFor("answer", replyOfKind(room, q.ID, kindAnswer)).body(); got != "decided deny (error)" {
+		t.Errorf("answer = %q", got)
+	}
+	if p := tb.hs.all(messageOfKind("!alicedm:x", kindPrompt)); len(p) != 0 {
+		t.Errorf("a prompt went to a chat Alice cannot read: %s", p[0].body())
 	}
 }

@@ -84,6 +84,19 @@ func (b *Bot) directWith(ctx context.Context, room id.RoomID, user id.UserID) bo
 	return err == nil && len(members) == 2 && slices.Contains(members, b.opts.UserID) && slices.Contains(members, user)
 }
 
+// canReadEncrypted reports whether user has a device with end-to-end
+// encryption keys, which reading an encrypted room needs. When the
+// homeserver cannot say, it assumes so: this avoids a prompt that would
+// time out unread, and decides nothing about what is allowed.
+func (b *Bot) canReadEncrypted(ctx context.Context, user id.UserID) bool {
+	resp, err := b.cli.QueryKeys(ctx, &mautrix.ReqQueryKeys{DeviceKeys: mautrix.DeviceKeysRequest{user: mautrix.DeviceIDList{}}})
+	if err != nil {
+		b.log.Debug().Err(err).Str("user", user.String()).Msg("Failed to query a user's device keys")
+		return true
+	}
+	return len(resp.DeviceKeys[user]) > 0
+}
+
 // directChat returns a room in which only the bot and user are, preferring
 // one the user has joined; with none, it creates one (is_direct, encrypted)
 // and invites the user. created reports a new room.

@@ -1,7 +1,9 @@
 package bot
 
 import (
+	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/secgpt/secgpt/hub"
 )
@@ -87,4 +89,26 @@ func choiceFor(d hub.Decision) (choice, bool) {
 		}
 	}
 	return choice{}, false
+}
+
+// refusalWords may start a reply refusing apps by name ("no quick_ride").
+var refusalWords = []string{"deny", "no", "not", "refuse", "except", "without", "skip"}
+
+// refusalApps reads a reply that names apps to refuse: app names,
+// separated by white space, commas or "and", optionally after a word of
+// refusal. It returns nil for a text that names nothing; whether the names
+// are apps of the prompt is the prompt's to say.
+func refusalApps(text string) []string {
+	words := strings.FieldsFunc(strings.TrimRight(strings.TrimSpace(text), ".!"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	if len(words) > 0 && slices.Contains(refusalWords, strings.ToLower(words[0])) {
+		words = words[1:]
+	}
+	var apps []string
+	for _, w := range words {
+		if strings.EqualFold(w, "and") {
+			continue
+		}
+		apps = append(apps, w)
+	}
+	return apps
 }

@@ -109,19 +109,26 @@ func (b *Bot) accept(ctx context.Context, log zerolog.Logger, row inboxRow, req 
 			return
 		}
 		msg := "There is nothing running for you to stop."
+		prompting := b.prompts.openFor(row.UserID)
 		if b.cancelRunning(row.UserID) {
+			if prompting {
+				// The open prompt's edit says the request stopped.
+				log.Info().Msg("Stopped a request at its prompt")
+				return
+			}
 			msg = "Stopping the request I was working on for you."
 		}
 		b.answerNow(log, row, msg, kindNotice)
 		return
 	}
 	refusal := ""
+	ahead := 0
 	if !b.limiter.allow(row.UserID, time.Now()) {
-		refusal = fmt.Sprintf("You are sending messages faster than I take them (at most %d per %s), so I ignored this one. Please wait a little.", b.opts.RateMessages, b.opts.RateWindow)
+		refusal = fmt.Sprintf("You are sending messages faster than I take them (%s), so I ignored this one. Please wait a little.", rateWords(b.opts.RateMessages, b.opts.RateWindow))
 	} else if n, err := b.db.waiting(ctx, row.UserID); err != nil {
 		log.Error().Err(err).Msg("Failed to count the user's messages; message dropped")
 		return
-	} else if n > b.opts.MaxQueued {
+	} else if ahead = n; n > b.opts.MaxQueued {
 		refusal = fmt.Sprintf("You already have %d messages waiting for me, so I ignored this one. Wait for my answers, or stop the current request with %s.", n, code(b.prefixFor(row.RoomID)+cmdCancel))
 	}
 	if refusal != "" {
@@ -139,8 +146,19 @@ func (b *Bot) accept(ctx context.Context, log zerolog.Logger, row inboxRow, req 
 		log.Error().Err(err).Msg("Failed to record a message; it is dropped")
 		return
 	}
+	if ahead > 0 {
+		// The message waits behind others: say it was taken.
+		b.goBackground(func(ctx context.Context) {
+			if _, err := b.cli.SendReaction(ctx, row.RoomID, row.EventID, queuedReaction); err != nil {
+				log.Warn().Err(err).Msg("Failed to acknowledge a queued message")
+			}
+		})
+	}
 	b.wake(row.UserID)
 }
+
+// queuedReaction acknowledges a message that waits behind others.
+const queuedReaction = "⏳"
 
 // recordAnswered records a message the bot answers at once, outside the
 // user's queue. It reports false for a message seen before (a replayed
@@ -162,7 +180,7 @@ func (b *Bot) answerNow(log zerolog.Logger, row inboxRow, msg, kind string) {
 	if !b.limiter.allow(row.UserID, time.Now()) {
 		log.Info().Msg("Not answering a message beyond the user's rate")
 		if b.refusalNoticeDue(row.UserID) {
-			refusal := fmt.Sprintf("You are sending messages faster than I take them (at most %d per %s), so I will not answer every one. Please wait a little.", b.opts.RateMessages, b.opts.RateWindow)
+			refusal := fmt.Sprintf("You are sending messages faster than I take them (%s), so I will not answer every one. Please wait a little.", rateWords(b.opts.RateMessages, b.opts.RateWindow))
 			b.goBackground(func(ctx context.Context) { b.sendLogged(ctx, row, refusal, kindError) })
 		}
 		return
@@ -190,17 +208,29 @@ const closedPromptNotice = "That permission request is already closed, so your a
 // a consent prompt. A reply answers the prompt it replies to and no other:
 // one replying to a closed prompt is consumed without effect (its sender is
 // told), never taken for a newer prompt. Only a message that replies to
-// nothing answers its sender's only open prompt in the room. It reports
+// nothing answers its sender's only open prompt in the room. A reply that
+// names apps of an open prompt refuses them (prompts.refuse). It reports
 // whether the message was consumed.
 func (b *Bot) takeAnswer(ctx context.Context, log zerolog.Logger, evt *event.Event, rel *event.RelatesTo, body string) bool {
-	d, ok := wordDecision(body)
-	if !ok {
-		return false
-	}
 	// In a thread, a client sets in_reply_to to the thread's latest event
 	// as a fallback for clients without threads: that is no reply the user
 	// chose.
 	target := rel.GetNonFallbackReplyTo()
+	if apps := refusalApps(body); len(apps) > 0 {
+		// Naming apps of an open prompt refuses them; other words are not
+		// about a prompt.
+		p := target
+		if p == "" {
+			p = b.prompts.soleOpen(evt.RoomID, evt.Sender)
+		}
+		if p != "" && b.prompts.refuse(evt.RoomID, p, evt.Sender, apps) {
+			return true
+		}
+	}
+	d, ok := wordDecision(body)
+	if !ok {
+		return false
+	}
 	if target == "" {
 		p := b.prompts.soleOpen(evt.RoomID, evt.Sender)
 		return p != "" && b.prompts.answer(evt.RoomID, p, evt.Sender, d)

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,28 @@ func TestLengthLimitIgnoresReplyFallback(t *testing.T) {
 				t.Errorf("reply is %s (%q), want %s", got.kind(), got.body(), tc.want)
 			}
 		})
+	}
+}
+
+// TestQueuedMessageIsAcknowledged: a message that waits behind another of
+// the user's gets a ⏳ reaction; one served at once gets none.
+func TestQueuedMessageIsAcknowledged(t *testing.T) {
+	tb := newTestBot(t, Options{})
+	room := tb.room("!dm:x", alice)
+	release := make(chan struct{})
+	tb.hub.handle = func(ctx context.Context, _ hub.Request) (*hub.Reply, error) {
+		<-release
+		return &hub.Reply{Answer: "fine"}, nil
+	}
+	first := tb.say(room, alice, "first")
+	tb.waitState(t, first.ID, stateWorking)
+	second := tb.say(room, alice, "second")
+	tb.hs.waitFor("⏳ on the waiting message", func(s sent) bool {
+		return s.Type == "m.reaction" && s.relation("event_id") == second.ID.String() && s.relation("key") == queuedReaction
+	})
+	close(release)
+	tb.waitState(t, second.ID, stateAnswered)
+	if r := tb.hs.all(func(s sent) bool { return s.Type == "m.reaction" && s.relation("event_id") == first.ID.String() }); len(r) != 0 {
+		t.Errorf("the message served at once got reactions: %+v", r)
 	}
 }

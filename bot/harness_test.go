@@ -84,17 +84,46 @@ type fakeHS struct {
 	byTxn   map[string]id.EventID
 	joined  []id.RoomID
 	created []mautrix.ReqCreateRoom
+	// noKeys are users without a device with encryption keys.
+	noKeys map[id.UserID]bool
+	// typing are the bot's typing notices, in order.
+	typing []typingAt
 	// fail, if set, may fail a request with a status code (0: serve it).
-	fail    func(r *http.Request) int
+	fail func(r *http.Request) int
+	// lost, if set, is called after a sent event was stored; true loses
+	// the response (the client sees 502), as a crash or a cut would.
+	lost    func(s sent) bool
 	changed chan struct{}
 }
 
 func newFakeHS(t *testing.T) *fakeHS {
-	f := &fakeHS{t: t, byTxn: map[string]id.EventID{}, changed: make(chan struct{})}
+	f := &fakeHS{t: t, byTxn: map[string]id.EventID{}, noKeys: map[id.UserID]bool{}, changed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/send/{type}/{txn}", f.send)
-	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/typing/{user}", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/redact/{event}/{txn}", f.send)
+	mux.HandleFunc("PUT /_matrix/client/v3/rooms/{room}/typing/{user}", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Typing bool `json:"typing"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		f.typing = append(f.typing, typingAt{on: req.Typing, at: time.Now()})
+		f.mu.Unlock()
 		_, _ = io.WriteString(w, "{}")
+	})
+	mux.HandleFunc("POST /_matrix/client/v3/keys/query", func(w http.ResponseWriter, r *http.Request) {
+		var req mautrix.ReqQueryKeys
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		keys := map[id.UserID]map[id.DeviceID]any{}
+		f.mu.Lock()
+		for u := range req.DeviceKeys {
+			keys[u] = map[id.DeviceID]any{}
+			if !f.noKeys[u] {
+				keys[u]["DEVICE"] = map[string]any{"user_id": u, "device_id": "DEVICE", "algorithms": []string{string(id.AlgorithmMegolmV1)}, "keys": map[string]string{}}
+			}
+		}
+		f.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]any{"device_keys": keys})
 	})
 	mux.HandleFunc("GET /_matrix/client/v3/joined_rooms", func(w http.ResponseWriter, _ *http.Request) {
 		f.mu.Lock()
@@ -145,10 +174,36 @@ func (f *fakeHS) send(w http.ResponseWriter, r *http.Request) {
 	f.n++
 	evt := id.EventID(fmt.Sprintf("$bot%d", f.n))
 	f.byTxn[txn] = evt
-	f.events = append(f.events, sent{Room: id.RoomID(r.PathValue("room")), Type: r.PathValue("type"), Txn: txn, ID: evt, Content: c})
+	typ := r.PathValue("type")
+	if redacts := r.PathValue("event"); redacts != "" {
+		typ, c["redacts"] = event.EventRedaction.Type, redacts
+	}
+	f.events = append(f.events, sent{Room: id.RoomID(r.PathValue("room")), Type: typ, Txn: txn, ID: evt, Content: c})
 	close(f.changed)
 	f.changed = make(chan struct{})
+	if f.lost != nil && f.lost(f.events[len(f.events)-1]) {
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"event_id": evt})
+}
+
+// typingAt is one typing notice.
+type typingAt struct {
+	on bool
+	at time.Time
+}
+
+// typingSince reports whether the bot turned typing on after t.
+func (f *fakeHS) typingSince(t time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.typing {
+		if n.on && n.at.After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *fakeHS) setFail(fail func(r *http.Request) int) {
@@ -264,6 +319,8 @@ type testBot struct {
 	// dbPath is the store's file.
 	dbPath string
 	n      int
+	// stop ends the bot's run context, as a crash would end its work.
+	stop func()
 }
 
 func newTestBot(t *testing.T, opts Options) *testBot {
@@ -292,16 +349,39 @@ func newTestBot(t *testing.T, opts Options) *testBot {
 	b.cli = cli
 	b.syncer = newSyncer(b)
 	b.retryWaits = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
-	runCtx, cancel := context.WithCancel(b.log.WithContext(ctx))
-	b.runCtx = runCtx
-	t.Cleanup(func() {
-		b.bgMu.Lock()
-		b.stopping = true
-		b.bgMu.Unlock()
+	tb := &testBot{Bot: b, hs: hs, hub: fh, state: cli.StateStore, store: st, dbPath: dbPath}
+	tb.run()
+	t.Cleanup(tb.stop)
+	return tb
+}
+
+// run gives the bot a new run context, as a start does.
+func (tb *testBot) run() {
+	runCtx, cancel := context.WithCancel(tb.log.WithContext(context.Background()))
+	tb.bgMu.Lock()
+	tb.runCtx, tb.stopping = runCtx, false
+	tb.bgMu.Unlock()
+	tb.stop = func() {
+		tb.bgMu.Lock()
+		tb.stopping = true
+		tb.bgMu.Unlock()
 		cancel()
-		b.wg.Wait()
-	})
-	return &testBot{Bot: b, hs: hs, hub: fh, state: cli.StateStore, store: st, dbPath: dbPath}
+		tb.wg.Wait()
+	}
+}
+
+// restart stops the bot's work and starts again on the same database, as a
+// crash and a start would: what the database holds is all that survives.
+func (tb *testBot) restart(t *testing.T) {
+	t.Helper()
+	tb.stop()
+	tb.queueMu.Lock()
+	tb.queues = map[id.UserID]*userQueue{}
+	tb.queueMu.Unlock()
+	tb.run()
+	if err := tb.resume(tb.runCtx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // room makes a room whose joined members are the bot and users.

@@ -189,64 +189,78 @@ func TestRateLimiter(t *testing.T) {
 	}
 }
 
+// TestRenderPrompt: a prompt is plain words in its body (no Markdown
+// marks), one line per app with its arguments as key: value, a relative
+// deadline, and what an app or the model wrote shown whole, never as
+// markup, with bidi and invisible characters as escapes.
 func TestRenderPrompt(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	req := hub.ConsentRequest{
-		User: "@alice:example.org", Category: hub.CategoryExec, App: "metro_hail", Function: "estimate_fare",
-		Args:     json.RawMessage(`{"start_point":"Main Street","end_point":"Elm Avenue ` + "```" + ` [click](https://evil.example)"}`),
-		InPlan:   true,
-		Summary:  `Run the app "metro_hail" (function estimate_fare) with {"start_point":"Main Street","end_point":"Elm Avenue ` + "```" + ` [click](https://evil.example)"}.`,
-		Choices:  []hub.Decision{hub.DecisionOnce, hub.DecisionSession, hub.DecisionAlways, hub.DecisionDeny, hub.DecisionNever},
-		Deadline: now.Add(5 * time.Minute),
+	all := []hub.Decision{hub.DecisionOnce, hub.DecisionSession, hub.DecisionAlways, hub.DecisionDeny, hub.DecisionNever}
+	exec := func(app, args string) hub.ConsentRequest {
+		return hub.ConsentRequest{
+			User: "@alice:example.org", Category: hub.CategoryExec, App: app, Function: "estimate_fare", InPlan: true, Choices: all,
+			Calls: []hub.PlannedCall{{Function: "estimate_fare", Args: json.RawMessage(args)}},
+			Data:  []hub.DataItem{{Field: "your request", Value: "q"}},
+		}
 	}
-	head, foot, err := renderPrompt(req, offeredChoices(req), now)
+	view := promptView{user: "@alice:example.org", mention: true, within: 5*time.Minute - 30*time.Millisecond}
+	ride := []hub.ConsentRequest{exec("metro_hail", `{"end_point":"Elm Avenue","start_point":"Main Street"}`), exec("quick_ride", `{"end_point":"Elm Avenue","start_point":"Main Street"}`)}
+	head, foot, err := renderPrompt(ride, offeredChoices(ride), view)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"**Permission needed** for @alice:example.org", "`metro_hail` wants to run", "Main Street", "````\n"} {
-		if !strings.Contains(head, want) {
-			t.Errorf("head lacks %q:\n%s", want, head)
+	wantBody := "🔐 @alice:example.org: permission needed for your message\n" +
+		"• metro_hail estimate_fare with end_point: Elm Avenue, start_point: Main Street\n" +
+		"• quick_ride estimate_fare with end_point: Elm Avenue, start_point: Main Street\n" +
+		"Each app reads your whole message to write its part of the answer."
+	if head.Body != wantBody {
+		t.Errorf("head =\n%s\nwant\n%s", head.Body, wantBody)
+	}
+	if want := "React ✅ once · 🔁 this session · ♾️ always · ❌ deny for all; to refuse one app, reply with its name. ✅ covers exactly what is shown; 🔁 and ♾️ let an app run the functions a request plans, with any arguments. Answer within 5 minutes; no answer means no."; foot.Body != want {
+		t.Errorf("foot = %q\nwant  %q", foot.Body, want)
+	}
+	if !strings.Contains(head.HTML, `<a href="https://matrix.to/#/@alice:example.org">`) {
+		t.Errorf("no pill for the user:\n%s", head.HTML)
+	}
+
+	hostile := exec("metro_hail", `{"end_point":"Elm Avenue `+"```"+` [click](https://evil.example) <img src=\"mxc://x/y\"> **bold**","start_point":"Main\u202eteertS \u200bx"}`)
+	head, _, _ = renderPrompt([]hub.ConsentRequest{hostile}, offeredChoices([]hub.ConsentRequest{hostile}), view)
+	for _, bad := range []string{"<img", "<a href=\"https://evil", "<b>bold", "\u202e", "\u200b"} {
+		if strings.Contains(head.HTML, bad) || strings.Contains(head.Body, bad) && bad[0] == '\\' {
+			t.Errorf("prompt passes %q:\n%s\n%s", bad, head.Body, head.HTML)
 		}
 	}
-	if strings.Contains(head, "WARNING") {
-		t.Errorf("a planned request carries a warning:\n%s", head)
-	}
-	if want := "React ✅ once · 🔁 this session · ♾️ always · ❌ deny (or reply `once`, `session`, `always`, `deny`). No answer by 03:09:05 UTC (in 5 min) means deny."; foot != want {
-		t.Errorf("foot = %q\nwant  %q", foot, want)
-	}
-	// The app's text stays inside the code block: rendered, the link is no
-	// link.
-	html := content(head + "\n" + foot).FormattedBody
-	if strings.Contains(html, `href="https://evil.example"`) {
-		t.Errorf("text from the request became a link:\n%s", html)
+	for _, want := range []string{`start_point: "Main\u202eteertS \u200bx"`, `[click](https://evil.example)`} {
+		if !strings.Contains(head.Body, want) {
+			t.Errorf("body lacks %q:\n%s", want, head.Body)
+		}
 	}
 
-	req.InPlan, req.Choices, req.Caller = false, []hub.Decision{hub.DecisionOnce, hub.DecisionDeny}, "quick_ride"
-	req.Warning = "This is not part of the plan for your request."
-	head, foot, _ = renderPrompt(req, offeredChoices(req), now)
-	if !strings.Contains(head, "WARNING: this was not in the plan") || !strings.Contains(head, "`quick_ride` wants to use the app `metro_hail`") {
-		t.Errorf("out-of-plan head:\n%s", head)
+	out := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryExec, App: "metro_hail", Caller: "quick_ride", Function: "estimate_fare", Args: json.RawMessage(`{"a":1}`),
+		Warning: "This is not part of the plan for your request.", Choices: []hub.Decision{hub.DecisionOnce, hub.DecisionDeny}}
+	head, foot, _ = renderPrompt([]hub.ConsentRequest{out}, offeredChoices([]hub.ConsentRequest{out}), promptView{within: time.Minute})
+	if !strings.Contains(head.Body, "⚠️ metro_hail would be used by quick_ride: estimate_fare with a: 1 — This is not part of the plan") {
+		t.Errorf("out-of-plan head:\n%s", head.Body)
 	}
-	if !strings.HasPrefix(foot, "React ✅ once · ❌ deny (or reply `once`, `deny`).") {
-		t.Errorf("out-of-plan foot offers more than once and deny: %s", foot)
+	if foot.Body != "React ✅ once · ❌ deny. Answer within 1 minute; no answer means no." {
+		t.Errorf("out-of-plan foot offers more than once and deny: %s", foot.Body)
 	}
 
-	data := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryData, App: "travel_mate", Data: []hub.DataItem{{Field: "date_of_birth", Value: "May 20th, 1980"}}, Deadline: now,
-		Summary: `Share with the app "travel_mate" data that you did not type in this request: date_of_birth = "May 20th, 1980";`}
-	head, _, _ = renderPrompt(data, nil, now)
-	if !strings.Contains(head, `date_of_birth = "May 20th, 1980"`) || !strings.Contains(head, "would receive data of yours") {
-		t.Errorf("data prompt does not show the data:\n%s", head)
+	data := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryData, App: "travel_mate", Data: []hub.DataItem{{Field: "date_of_birth", Value: "May 20th, 1980"}},
+		Warning: "These values were not in your request.", Choices: []hub.Decision{hub.DecisionOnce, hub.DecisionDeny}}
+	both := []hub.ConsentRequest{data, exec("travel_mate", `{}`)}
+	head, _, _ = renderPrompt(both, offeredChoices(both), view)
+	if !strings.Contains(head.Body, `⚠️ travel_mate would receive values you did not type in this message: date_of_birth: "May 20th, 1980" — These values were not in your request. (allowed once at most)`) {
+		t.Errorf("data line:\n%s", head.Body)
 	}
-	collab := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryCollab, App: "email", Source: "drive", Result: json.RawMessage(`{"docs":["secret plan"]}`), Deadline: now,
-		Summary: `Give the result of "drive" to the app "email": {"docs":["secret plan"]}.`}
-	head, _, _ = renderPrompt(collab, nil, now)
-	if !strings.Contains(head, `"secret plan"`) || !strings.Contains(head, "the result of the app `drive` would be given to the app `email`") {
-		t.Errorf("collab prompt does not show the result:\n%s", head)
+	collab := hub.ConsentRequest{User: "@a:x", Category: hub.CategoryCollab, App: "email", Source: "drive", Result: json.RawMessage(`{"docs":["secret plan"]}`)}
+	head, _, _ = renderPrompt([]hub.ConsentRequest{collab}, nil, view)
+	if !strings.Contains(head.Body, `email would receive drive's result: docs: ["secret plan"]`) {
+		t.Errorf("collab prompt does not show the result:\n%s", head.Body)
 	}
 	// What cannot be shown whole is not shown in part.
 	long := collab
-	long.Summary = strings.Repeat("x", maxDetailBytes+1)
-	if _, _, err := renderPrompt(long, nil, now); !errors.Is(err, errTooLongToShow) {
+	long.Result = json.RawMessage(`{"x":"` + strings.Repeat("x", maxDetailBytes) + `"}`)
+	if _, _, err := renderPrompt([]hub.ConsentRequest{long}, nil, view); !errors.Is(err, errTooLongToShow) {
 		t.Errorf("a request too long to show rendered (err %v)", err)
 	}
 }
@@ -256,10 +270,10 @@ func TestOutcomeLine(t *testing.T) {
 		o    outcome
 		want string
 	}{
-		{outcome{kind: outcomeAnswered, decision: hub.DecisionAlways, by: "@a:x"}, "**♾️ Always allowed** by @a:x."},
-		{outcome{kind: outcomeAnswered, decision: hub.DecisionDeny, by: "@a:x"}, "**❌ Denied** by @a:x."},
-		{outcome{kind: outcomeTimeout}, "**⏱️ No answer in time: denied.**"},
-		{outcome{kind: outcomeRestart}, "**⌛ Expired (restart): denied.** Send your message again if you still want it."},
+		{outcome{kind: outcomeAnswered, decisions: []hub.Decision{hub.DecisionAlways, hub.DecisionAlways}, apps: []string{"a", "b"}, by: "@a:x"}, "♾️ Always allowed by @a:x."},
+		{outcome{kind: outcomeAnswered, decisions: []hub.Decision{hub.DecisionOnce, hub.DecisionDeny}, apps: []string{"a", "b"}, by: "@a:x"}, "a: ✅ Allowed once · b: ❌ Denied by @a:x."},
+		{outcome{kind: outcomeTimeout}, "⏱️ You did not answer in time, so nothing was allowed."},
+		{outcome{kind: outcomeRestart}, "⌛ I restarted while this was open, so nothing was allowed and your message was not finished. Send it again if you still want it."},
 	} {
 		if got := outcomeLine(tc.o); got != tc.want {
 			t.Errorf("outcomeLine(%+v) = %q, want %q", tc.o, got, tc.want)
@@ -319,12 +333,26 @@ func TestInboxLifecycle(t *testing.T) {
 	if err := db.setState(ctx, "$2", stateWorking, ""); err != nil {
 		t.Fatal(err)
 	}
-	interrupted, err := db.interruptWorking(ctx)
-	if err != nil || len(interrupted) != 1 || interrupted[0].EventID != "$2" {
-		t.Fatalf("interruptWorking = %+v, %v", interrupted, err)
+	// $4's user hears of the restart otherwise (an open prompt's edit).
+	if _, err := db.add(ctx, inboxRow{EventID: "$4", RoomID: "!r:x", UserID: "@b:x", Kind: kindQuery, Body: "$4", State: stateWorking}); err != nil {
+		t.Fatal(err)
 	}
-	if again, _ := db.interruptWorking(ctx); len(again) != 0 {
-		t.Error("an interrupted row was reported twice")
+	notice := func(r inboxRow) (reply, bool) {
+		return reply{Row: r, Txn: "txn" + string(r.EventID), Text: "restarted", Kind: kindNotice, Done: stateInterrupted}, r.EventID != "$4"
+	}
+	if err := db.interruptWorking(ctx, notice); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.interruptWorking(ctx, notice); err != nil {
+		t.Fatal(err)
+	}
+	sending, err := db.sending(ctx)
+	if err != nil || len(sending) != 1 || sending[0].Row.EventID != "$2" || sending[0].Txn != "txn$2" || sending[0].Text != "restarted" || sending[0].Done != stateInterrupted {
+		t.Fatalf("sending after interruptWorking = %+v, %v", sending, err)
+	}
+	var state string
+	if err := st.DB().QueryRow(ctx, "SELECT state FROM bot_inbox WHERE event_id=$1", "$4").Scan(&state); err != nil || state != stateInterrupted {
+		t.Errorf("a message without a notice is %q (%v), want interrupted", state, err)
 	}
 	if next, _, _ := db.next(ctx, "@a:x"); next.EventID != "$3" {
 		t.Errorf("next after the interruption = %s, want $3", next.EventID)
@@ -585,4 +613,41 @@ func openTestBotDB(t *testing.T) (*store.Store, *botDB) {
 		t.Fatal(err)
 	}
 	return st, db
+}
+
+// TestPlainWords: rates and removals are said in plain words, not in Go's
+// duration syntax or as "0 ... in all".
+func TestPlainWords(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		per  time.Duration
+		want string
+	}{
+		{10, time.Minute, "at most 10 messages a minute"},
+		{1, time.Hour, "at most 1 message an hour"},
+		{5, 30 * time.Second, "at most 5 messages every 30 seconds"},
+		{20, 2 * time.Minute, "at most 20 messages every 2 minutes"},
+		{3, 90 * time.Second, "at most 3 messages every 90 seconds"},
+		{3, 1500 * time.Millisecond, "at most 3 messages every 1.5s"},
+	} {
+		if got := rateWords(c.n, c.per); got != c.want {
+			t.Errorf("rateWords(%d, %s) = %q, want %q", c.n, c.per, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		n    int
+		app  string
+		want string
+	}{
+		{0, "", "You had no stored permissions, so there was nothing to remove."},
+		{0, "metro_hail", "You had no stored permissions for `metro_hail`, so there was nothing to remove."},
+		{1, "", "Removed your one stored permission. I will ask again next time."},
+		{3, "", "Removed all 3 of your stored permissions. I will ask again next time."},
+		{1, "metro_hail", "Removed 1 stored permission for `metro_hail`. I will ask again next time."},
+		{2, "metro_hail", "Removed 2 stored permissions for `metro_hail`. I will ask again next time."},
+	} {
+		if got := revokedWords(c.n, c.app); got != c.want {
+			t.Errorf("revokedWords(%d, %q) = %q, want %q", c.n, c.app, got, c.want)
+		}
+	}
 }

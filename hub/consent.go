@@ -5,14 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/store"
 )
@@ -125,18 +123,29 @@ type Consenter interface {
 	Ask(ctx context.Context, req ConsentRequest) (Decision, error)
 }
 
+// BatchConsenter also puts several questions to the user at once: every
+// question a plan needs before it runs, in one prompt (see Hub.decideAll).
+// AskEach returns one decision per request, in their order, each judged
+// as Ask's; an error denies them all. A front end that asks a person
+// implements it, so that a request asks once.
+type BatchConsenter interface {
+	Consenter
+	AskEach(ctx context.Context, reqs []ConsentRequest) ([]Decision, error)
+}
+
 var (
 	durableChoices = []Decision{DecisionOnce, DecisionSession, DecisionAlways, DecisionDeny, DecisionNever}
 	onceChoices    = []Decision{DecisionOnce, DecisionDeny}
 )
 
 // durable reports whether a stored grant may answer req and whether the
-// user may give one. Calls outside the plan are never durable: they are by
-// definition not what the user asked for. Data grants are, because their
-// subject is the fingerprint of exactly the data shown. Irreversible
-// actions never are.
+// user may give one. Only what the plan named and can be undone is:
+// calls outside the plan are by definition not what the user asked for,
+// data the user did not type comes with a warning (and a warned prompt
+// never offers "always": what alarmed once must be looked at each time),
+// and irreversible actions are asked every time.
 func durable(req ConsentRequest) bool {
-	return (req.InPlan || req.Category == CategoryData) && !req.Irreversible
+	return req.InPlan && !req.Irreversible && req.Warning == ""
 }
 
 // AllowPlanned is the consent policy for scripts and the case studies: it
@@ -209,104 +218,6 @@ func (h *Hub) version(names ...string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// decide answers one consent request: from this query's earlier answers,
-// from a stored grant (only where durable allows), or by asking. It fails
-// closed, and audits and records every decision. Whatever does not allow
-// (see Decision.allows) is a denial.
-func (h *Hub) decide(ctx context.Context, q *query, req ConsentRequest) Decision {
-	req.ID = randomID()
-	req.QueryID, req.User, req.Query = q.id, q.user, q.text
-	req.AppVersion = h.version(req.Caller, req.Source, req.App)
-	subj := subject(req)
-	onceKey := fmt.Sprintf("%s|%s|%s|%t", req.Category, subj, req.Function, req.InPlan)
-	switch {
-	case req.Category == CategoryExec:
-		// An answer given in this request stands for the calls shown only.
-		calls, _ := json.Marshal(req.Calls)
-		onceKey += "|" + argsDigest(req.Args) + "|" + argsDigest(calls)
-	case req.Category == CategoryCollab:
-		// Once is for the result shown; session and always trust the pair.
-		onceKey += "|" + argsDigest(req.Result)
-	}
-	// An irreversible action is asked every time it runs: no earlier answer
-	// in this request stands for it.
-	remember := !req.Irreversible
-	if !req.InPlan && req.Warning == "" {
-		req.Warning = "This is not part of the plan for your request."
-	}
-	req.Choices = onceChoices
-	if durable(req) {
-		req.Choices = durableChoices
-	}
-	req.Summary = summarize(req)
-	log := zerolog.Ctx(ctx).With().Str("category", string(req.Category)).Str("subject", subj).Bool("in_plan", req.InPlan).Logger()
-	conclude := func(d Decision, source string) Decision {
-		if err := h.audit(ctx, q, req, subj, d, source); err != nil && d.allows() {
-			// A decision that cannot be put on record is a denial (DESIGN §5).
-			log.Error().Err(err).Str("decision", string(d)).Msg("Failed to write audit log; denying")
-			d, source = DecisionDeny, "audit"
-		}
-		q.recordConsent(req, subj, d, source)
-		log.Info().Str("decision", string(d)).Str("source", source).Msg("Consent decided")
-		if !d.allows() {
-			return DecisionDeny
-		}
-		return d
-	}
-
-	if remember && q.onceGranted(onceKey) {
-		return conclude(DecisionOnce, "request")
-	}
-	if !req.InPlan && req.Category != CategoryData && h.opts.OutOfPlan != OutOfPlanAsk {
-		return conclude(DecisionDeny, "policy")
-	}
-	if durable(req) {
-		g, found, err := h.store.FindGrant(ctx, q.user, string(req.Category), subj, req.AppVersion, q.session)
-		if err != nil {
-			log.Error().Err(err).Msg("Failed to read grants; denying")
-			return conclude(DecisionDeny, "error")
-		}
-		if found {
-			return conclude(Decision(g.Duration), "stored")
-		}
-	}
-
-	askCtx, cancel := context.WithTimeout(ctx, h.opts.ConsentTimeout)
-	defer cancel()
-	req.Deadline, _ = askCtx.Deadline()
-	d, err := q.consenter.Ask(askCtx, req)
-	source := "asked"
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) || (err == nil && askCtx.Err() != nil):
-		d, source = DecisionDeny, "timeout"
-	case errors.Is(err, context.Canceled):
-		d, source = DecisionDeny, "cancelled"
-	case err != nil:
-		log.Warn().Err(err).Msg("Consent could not be asked; denying")
-		d, source = DecisionDeny, "error"
-	case !slices.Contains(req.Choices, d):
-		log.Warn().Str("decision", string(d)).Msg("Answer not among the choices; denying")
-		d, source = DecisionDeny, "invalid"
-	}
-	if d == DecisionSession || d == DecisionAlways || d == DecisionNever {
-		g := store.Grant{User: q.user, Category: string(req.Category), Subject: subj, AppVersion: req.AppVersion, Duration: string(d)}
-		if d == DecisionSession {
-			g.SessionID = q.session
-		}
-		// The user's answer is kept even if the request was cancelled
-		// meanwhile. It need not be durable before the action: the audit
-		// entry that follows waits, and commits it too.
-		if err := h.store.Later().PutGrant(context.WithoutCancel(ctx), g); err != nil {
-			// The answer still stands for this request; it is just not kept.
-			log.Error().Err(err).Msg("Failed to store grant")
-		}
-	}
-	if remember && d.allows() {
-		q.grantOnce(onceKey)
-	}
-	return conclude(d, source)
-}
-
 // audit writes one decision to the audit log and returns once it is
 // durable: the action a decision allows follows it. The write outlives a
 // cancelled request: every decision made must be on record.
@@ -363,7 +274,7 @@ func summarize(req ConsentRequest) string {
 	case CategoryCollab:
 		fmt.Fprintf(&b, "Give the result of %q to the app %q: %s.", req.Source, req.App, showJSON(req.Result))
 	}
-	if req.Category == CategoryExec && slices.ContainsFunc(req.Data, func(d DataItem) bool { return d.Field == requestField }) {
+	if req.Category == CategoryExec && slices.ContainsFunc(req.Data, func(d DataItem) bool { return d.Field == RequestField }) {
 		b.WriteString(" The app reads your request, all of it, to write its part of the answer.")
 	}
 	if req.Irreversible {
@@ -413,4 +324,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Within says how long the user has to answer, rounded as people say it:
+// "5 minutes" for a deadline 4 minutes 59.9 seconds away.
+func Within(d time.Duration) string {
+	plural := func(n int, unit string) string {
+		if n == 1 {
+			return "1 " + unit
+		}
+		return fmt.Sprintf("%d %ss", n, unit)
+	}
+	if d < 59500*time.Millisecond {
+		return plural(max(0, int(math.Round(d.Seconds()))), "second")
+	}
+	m := int(math.Round(d.Minutes()))
+	if m%60 == 0 {
+		return plural(m/60, "hour")
+	}
+	return plural(m, "minute")
 }

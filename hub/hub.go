@@ -39,6 +39,17 @@
 //     prompt said the app completes (capabilities); any other call is
 //     asked again.
 //
+// # Consent
+//
+// A request asks once: the questions its plan needs before any spoke
+// starts (running each app, sharing values the user did not type) go to
+// a BatchConsenter together, one prompt (askPlan, ask.go); what is known
+// only later (a call outside the plan, an irreversible action, a result
+// going to another app) is asked on its own. Each question is decided,
+// audited and recorded on its own, as if asked alone. A warned question
+// (outside the plan, data the user did not type) offers only once and
+// deny.
+//
 // The hub holds the only LLM client. It never runs app code (spokes do),
 // never lets text from an app widen what a request may do, passes on
 // every checked document only in its canonical encoding, and fails closed:
@@ -507,7 +518,9 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 		q.record.Error = err.Error()
 		var pe *PlanError
 		if errors.As(err, &pe) {
-			return &Reply{Record: q.record}, userError(err, "I could not make a valid plan for your request (%s)", pe.Reason)
+			// Why the plan was refused names its fields and steps: the
+			// log and the record say it, the user gets what to do.
+			return &Reply{Record: q.record}, userError(err, "I could not make a usable plan for your request; please try again, perhaps in other words")
 		}
 		return &Reply{Record: q.record}, describeLLMError(err, "I could not plan your request")
 	}

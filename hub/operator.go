@@ -83,12 +83,7 @@ func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.
 		runs[i] = newStepRun(s)
 		byID[s.ID] = runs[i]
 	}
-	for _, r := range runs {
-		if err := h.checkProvenance(ctx, q, r.PlanStep); err != nil {
-			r.fail(err)
-		}
-	}
-	h.askExec(ctx, q, runs)
+	h.askPlan(ctx, q, runs)
 
 	var wg sync.WaitGroup
 	for _, r := range runs {
@@ -132,46 +127,6 @@ func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.
 		reply.Notes = append([]Note{{Text: "none of the apps could complete your request"}}, reply.Notes...)
 	}
 	return reply, nil
-}
-
-// askExec asks, for each app of the plan, to run every step that uses it,
-// in one question showing each call. A once-answer covers exactly those
-// calls (see capabilities.approve); a session or always answer covers the
-// app's planned functions with any arguments. A step of an app the user
-// did not allow does not run.
-func (h *Hub) askExec(ctx context.Context, q *query, runs []*stepRun) {
-	var steps []PlanStep
-	for _, r := range runs {
-		if r.partErr == nil {
-			steps = append(steps, r.PlanStep)
-		}
-	}
-	for _, app := range planApps(steps) {
-		req := h.execRequest(q, steps, app)
-		d := h.decide(ctx, q, req)
-		if !d.allows() {
-			for _, r := range runs {
-				if r.App == app && r.partErr == nil {
-					r.fail(userError(nil, "you did not allow %s to run", app))
-				}
-			}
-			continue
-		}
-		for _, s := range steps {
-			if s.App != app {
-				continue
-			}
-			if d.durable() && !req.Irreversible {
-				q.caps.open(app)
-			}
-			// A step that takes values from another step's result is
-			// approved once they are copied in, as their own consent
-			// showed them (runPlanStep): the approval binds them too.
-			if len(s.InputsFrom) == 0 {
-				h.approveStep(q, s, s.Args)
-			}
-		}
-	}
 }
 
 // approveStep records the user's once-answer to run plan step s with args:
@@ -290,7 +245,11 @@ func (h *Hub) fillInputs(ctx context.Context, q *query, s PlanStep, byID map[str
 			return nil, err
 		}
 		src := byID[from].App
-		if !h.decide(ctx, q, ConsentRequest{Category: CategoryCollab, App: s.App, Source: src, Function: s.Function, Result: shown, InPlan: true}).allows() {
+		v := h.decideAll(ctx, q, []ConsentRequest{{Category: CategoryCollab, App: s.App, Source: src, Function: s.Function, Result: shown, InPlan: true}})[0]
+		switch {
+		case v.timedOut():
+			return nil, userError(nil, "%s's result did not go to %s: you did not answer in time", src, s.App)
+		case !v.decision.allows():
 			return nil, userError(nil, "you did not allow %s's result to go to %s", src, s.App)
 		}
 	}

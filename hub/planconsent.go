@@ -58,13 +58,13 @@ func (h *Hub) execRequest(q *query, steps []PlanStep, app string) ConsentRequest
 	}
 	// Each step's app reads the whole request to write its part of the
 	// answer, also the words meant for the plan's other apps.
-	req.Data = []DataItem{{Field: requestField, Value: q.text}}
+	req.Data = []DataItem{{Field: RequestField, Value: q.text}}
 	return req
 }
 
-// requestField names the user's request among the data an exec consent
+// RequestField names the user's request among the data an exec consent
 // shows the app receives.
-const requestField = "your request"
+const RequestField = "your request"
 
 // missingArgs are the required top-level arguments the plan left out: the
 // app completes them.
@@ -85,23 +85,83 @@ func (h *Hub) missingArgs(s PlanStep) []string {
 	return out
 }
 
-// checkProvenance asks before an app receives any argument value the user
-// did not type in this request. A refusal is the step's error: the step
-// does not run, rather than run without what the plan meant it to have.
-func (h *Hub) checkProvenance(ctx context.Context, q *query, s PlanStep) error {
+// dataRequest asks before an app receives any argument value the user did
+// not type in this request; ok is false when the step has none.
+func (h *Hub) dataRequest(q *query, s PlanStep) (req ConsentRequest, ok bool) {
 	spec, _ := h.catalog.spec(s.App)
 	fn, _ := spec.Function(s.Function)
 	items := foreignValues(s.Args, fn.Request, q.text)
 	if len(items) == 0 {
-		return nil
+		return ConsentRequest{}, false
 	}
-	req := ConsentRequest{
+	return ConsentRequest{
 		Category: CategoryData, App: s.App, Function: s.Function, Data: items, Args: s.Args,
 		Warning: "These values were not in your request: they come from your conversation history or were added by the planner.",
+	}, true
+}
+
+// askPlan asks, before any spoke starts, every question the plan needs up
+// front, together: sharing each step's values the user did not type, and
+// for each app running every step that uses it, showing each call. A
+// once-answer covers exactly those calls (see capabilities.approve); a
+// session or always answer covers the app's planned functions with any
+// arguments. A step whose data or app the user did not allow does not
+// run: rather than run without what the plan meant it to have.
+func (h *Hub) askPlan(ctx context.Context, q *query, runs []*stepRun) {
+	var reqs []ConsentRequest
+	// dataOf[i] is the run whose values reqs[i] shares; nil for an exec
+	// question, whose app is reqs[i].App.
+	var dataOf []*stepRun
+	var steps []PlanStep
+	for _, r := range runs {
+		if r.partErr != nil {
+			continue
+		}
+		steps = append(steps, r.PlanStep)
+		if req, ok := h.dataRequest(q, r.PlanStep); ok {
+			reqs, dataOf = append(reqs, req), append(dataOf, r)
+		}
 	}
-	if h.decide(ctx, q, req).allows() {
-		return nil
+	for _, app := range planApps(steps) {
+		reqs, dataOf = append(reqs, h.execRequest(q, steps, app)), append(dataOf, nil)
 	}
-	zerolog.Ctx(ctx).Info().Str("app", s.App).Msg("A step did not run: the user did not allow sharing its arguments")
-	return userError(nil, "%s.%s was not run: you did not allow sharing data you had not typed in this request", s.App, s.Function)
+	verdicts := h.decideAll(ctx, q, reqs)
+	for i, v := range verdicts {
+		if r := dataOf[i]; r != nil && !v.decision.allows() {
+			zerolog.Ctx(ctx).Info().Str("app", r.App).Msg("A step did not run: the user did not allow sharing its arguments")
+			why := "you did not allow sharing data you had not typed in this request"
+			if v.timedOut() {
+				why = "you did not answer in time about sharing data you had not typed in this request"
+			}
+			r.fail(userError(nil, "%s.%s was not run: %s", r.App, r.Function, why))
+		}
+	}
+	for i, v := range verdicts {
+		if dataOf[i] != nil {
+			continue
+		}
+		app := reqs[i].App
+		for _, r := range runs {
+			if r.App != app || r.partErr != nil {
+				continue
+			}
+			if !v.decision.allows() {
+				why := "you did not allow " + app + " to run"
+				if v.timedOut() {
+					why = "you did not answer in time"
+				}
+				r.fail(userError(nil, "%s was not run: %s", app, why))
+				continue
+			}
+			if v.decision.durable() && !reqs[i].Irreversible {
+				q.caps.open(app)
+			}
+			// A step that takes values from another step's result is
+			// approved once they are copied in, as their own consent
+			// showed them (runPlanStep): the approval binds them too.
+			if len(r.InputsFrom) == 0 {
+				h.approveStep(q, r.PlanStep, r.Args)
+			}
+		}
+	}
 }

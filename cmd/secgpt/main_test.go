@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -242,28 +243,54 @@ func TestChatAsksInTheTerminal(t *testing.T) {
 	}
 }
 
+// TestChatAsksOncePerRequest: the ride query's two apps are one question
+// in the terminal, answered for all at once, where an app can be refused.
+func TestChatAsksOncePerRequest(t *testing.T) {
+	cfg := testConfig(t, "")
+	query := "Could you please use both metro_hail and quick_ride to calculate the fares for a trip from 'Main Street' to 'Elm Avenue'? Compare the fares and select the cheaper option."
+	r := runBinary(t, query+"\nonce except nobody\nonce except quick_ride\n/quit\n", "chat", "--config", cfg, "--user", "tester")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if n := strings.Count(r.stdout, "--- permission needed"); n != 1 {
+		t.Errorf("prompts = %d, want 1:\n%s", n, r.stdout)
+	}
+	for _, want := range []string{"2 questions, one answer", "1. [metro_hail]", "2. [quick_ride]", "answer within 5 minutes", "please answer with one of the choices", "fare = 51.80", "quick_ride was not run: you did not allow quick_ride to run"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("chat output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
 func TestChatUnansweredConsentIsDenied(t *testing.T) {
 	cfg := testConfig(t, "consent:\n  timeout: 300ms\n")
 	// The prompt gets no line before its deadline; end of input comes later.
-	cmd := exec.Command(binary, "chat", "--config", cfg, "--user", "tester")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, out := startChat(t, cfg, "tester")
 	fmt.Fprintln(stdin, "Use metro_hail from 'A' to 'B'.")
-	waitFor(t, &out, "you did not allow metro_hail to run")
+	waitFor(t, out, "metro_hail was not run: you did not answer in time")
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("chat: %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "no answer in time: denied") {
+	if !strings.Contains(out.String(), "you did not answer in time: nothing was allowed") || strings.Contains(out.String(), "did not allow") {
 		t.Fatalf("output:\n%s", out.String())
 	}
+}
+
+// startChat starts `secgpt chat` for user, its stdout and stderr in out.
+func startChat(t *testing.T, cfg, user string) (*exec.Cmd, io.WriteCloser, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(binary, "chat", "--config", cfg, "--user", user)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, out
 }
 
 // syncBuffer collects a child's output while the test reads it.

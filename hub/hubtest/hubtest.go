@@ -162,6 +162,39 @@ func (r *Recorder) Requests() []hub.ConsentRequest {
 	return append([]hub.ConsentRequest(nil), r.requests...)
 }
 
+// Batcher is a Recorder that also takes several questions at once, as a
+// front end asking a person does; it records each batch.
+type Batcher struct {
+	Recorder
+
+	mu      sync.Mutex
+	batches [][]hub.ConsentRequest
+}
+
+var _ hub.BatchConsenter = (*Batcher)(nil)
+
+func (b *Batcher) AskEach(ctx context.Context, reqs []hub.ConsentRequest) ([]hub.Decision, error) {
+	b.mu.Lock()
+	b.batches = append(b.batches, append([]hub.ConsentRequest(nil), reqs...))
+	b.mu.Unlock()
+	out := make([]hub.Decision, len(reqs))
+	for i, req := range reqs {
+		d, err := b.Ask(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// Batches returns the batches asked so far.
+func (b *Batcher) Batches() [][]hub.ConsentRequest {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([][]hub.ConsentRequest(nil), b.batches...)
+}
+
 // Never answers: it waits until the hub's deadline passes.
 type Never struct{}
 
