@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -456,4 +458,51 @@ func (b *broker) Data(ctx context.Context, op spoke.DataOp) (spoke.DataReply, er
 		return spoke.DataReply{}, fmt.Errorf("failed to %s data: %w", op.Op, err)
 	}
 	return reply, nil
+}
+
+// EgressTunnel is an Egress that also carries an app's TLS connections
+// whole (see spoke.KindTunnel): it reads the server name from the
+// ClientHello, applies the app's declared domains and the address rules as
+// for Do, and splices bytes without terminating TLS until ctx ends. It owns
+// conn. host is the server name it checked ("" if none could be read);
+// sent says the ClientHello left the machine.
+type EgressTunnel interface {
+	Tunnel(ctx context.Context, app string, domains []string, conn net.Conn) (host string, sent bool, err error)
+}
+
+var _ spoke.TunnelHandler = (*broker)(nil)
+
+// Tunnel hands one TLS connection of an external app's server to the
+// egress broker, which fails closed, and audits it like an HTTP request:
+// "allow" with the server it reached, or "deny" with why. The connection
+// ends with the step (ctx).
+func (b *broker) Tunnel(ctx context.Context, _ spoke.TunnelRequest, conn net.Conn) (spoke.TunnelReply, error) {
+	if b.app == "" {
+		conn.Close()
+		return spoke.TunnelReply{}, errNoTools
+	}
+	spec, _ := b.h.catalog.spec(b.app)
+	var host string
+	var sent bool
+	err := errors.New("network access is not available to apps")
+	if t, ok := b.h.opts.Egress.(EgressTunnel); ok {
+		host, sent, err = t.Tunnel(ctx, b.app, spec.Egress, conn)
+	} else {
+		conn.Close()
+	}
+	detail := map[string]any{"method": "TLS", "url": "(unknown)", "via": "tunnel"}
+	if host != "" {
+		detail["url"] = redactURL("https://" + host + "/")
+	}
+	if sent {
+		allowed := maps.Clone(detail)
+		allowed["sent_to"] = []string{"https://" + host}
+		b.auditEgress(ctx, "allow", allowed)
+	}
+	if err != nil {
+		detail["reason"] = err.Error()
+		b.auditEgress(ctx, "deny", detail)
+		return spoke.TunnelReply{}, err
+	}
+	return spoke.TunnelReply{Host: host}, nil
 }

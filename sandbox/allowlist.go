@@ -117,9 +117,24 @@ var (
 	// a datagram socket.
 	unixStream = []cond{{Arg: 0, Op: opEq, Value: unix.AF_UNIX}, {Arg: 1, Op: opMaskedEq, Mask: sockTypeMask, Value: unix.SOCK_STREAM}}
 	inetStream = []cond{{Arg: 0, Op: opEq, Value: unix.AF_INET}, {Arg: 1, Op: opMaskedEq, Mask: sockTypeMask, Value: unix.SOCK_STREAM}}
+	inetDgram  = []cond{{Arg: 0, Op: opEq, Value: unix.AF_INET}, {Arg: 1, Op: opMaskedEq, Mask: sockTypeMask, Value: unix.SOCK_DGRAM}}
 	noExecProt = []cond{{Arg: 2, Op: opMaskedEq, Mask: unix.PROT_EXEC, Value: 0}}
 	toSelf     = []cond{{Arg: 0, Op: opEq, Value: selfPID}}
 )
+
+// chmodForbidden are the mode bits an exec-profile program may not set:
+// Landlock does not govern chmod, so a program could otherwise make a file it
+// owns (its scratch, or the hub's own files when the hub is not root) set-id
+// or writable by others.
+const chmodForbidden = unix.S_ISUID | unix.S_ISGID | unix.S_ISVTX | 0o022
+
+// chmodReason is the reason of the chmod rules.
+const chmodReason = "change a file's mode (os.chmod, fs.chmod, shutil.copy2); never set-id, sticky or writable by group or others, since Landlock does not govern chmod"
+
+// chmodSafe matches a mode argument (arg) without chmodForbidden bits.
+func chmodSafe(arg uint) []cond {
+	return []cond{{Arg: arg, Op: opMaskedEq, Mask: chmodForbidden, Value: 0}}
+}
 
 // fcntlCmd matches one fcntl command.
 func fcntlCmd(cmd int) []cond { return []cond{{Arg: 1, Op: opEq, Value: uint64(cmd)}} }
@@ -221,12 +236,48 @@ var genericRules = []rule{
 		"TCP over IPv4 named explicitly; no other protocol: Landlock's port rule does not cover MPTCP or SCTP"},
 	{"connect", always, actAllow, inExecNet,
 		"connect its TCP socket to the egress proxy; it can create no unix socket that connect could aim at a path"},
+	{"socket", slices.Concat(inetDgram, []cond{{Arg: 2, Op: opEq, Value: 0}}), actAllow, inExecNet,
+		"UDP over IPv4 (protocol 0) for DNS: the namespace has only loopback, where only the spoke's resolver listens, so a datagram reaches it or nothing"},
+	{"socket", slices.Concat(inetDgram, []cond{{Arg: 2, Op: opEq, Value: unix.IPPROTO_UDP}}), actAllow, inExecNet,
+		"UDP over IPv4 named explicitly, for DNS as above; never UDP-Lite or another protocol"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_SOCKET}, {Arg: 2, Op: opEq, Value: unix.SO_BROADCAST}}, actAllow, inExecNet,
+		"Go's resolver sets SO_BROADCAST on every IPv4 UDP socket and fails without it; a namespace with only loopback has nowhere to broadcast"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_IP}, {Arg: 2, Op: opEq, Value: unix.IP_RECVERR}}, actAllow, inExecNet,
+		"glibc's resolver asks for ICMP errors on its UDP socket (__res_enable_icmp) and gives up without them"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_IP}, {Arg: 2, Op: opEq, Value: unix.IP_TOS}}, actAllow, inExecNet,
+		"Node 24's fetch (undici) sets the type of service of each HTTP connection and throws without it; a mark on loopback of the spoke's namespace changes nothing outside"},
+	{"sendmmsg", always, actAllow, inExecNet,
+		"glibc's resolver sends its A and AAAA queries at once; in the spoke's namespace a datagram reaches its resolver or nothing"},
+	{"recvfrom", always, actAllow, inProxy,
+		"the spoke's resolver reads queries on its UDP socket, bound before Enter"},
+	{"sendto", always, actAllow, inProxy,
+		"the spoke's resolver answers each query at its sender's address on loopback; the spoke can create no socket"},
+	{"sendmsg", always, actAllow, inProxy,
+		"the spoke passes an accepted TLS connection to the hub over its tunnel socket (SCM_RIGHTS); it can create no socket"},
 	{"socketpair", unixStream, actAllow, inExecNet,
 		"in-process stream pairs (Python asyncio's self-pipe); connected, so connect cannot aim them elsewhere"},
 	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.IPPROTO_TCP}, {Arg: 2, Op: opEq, Value: unix.TCP_NODELAY}}, actAllow, inProxy | inExecNet,
 		"TCP_NODELAY on a proxy connection (Go sets it on every TCP connection; urllib3 and http.client fail without it)"},
 	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.SOL_SOCKET}, {Arg: 2, Op: opEq, Value: unix.SO_KEEPALIVE}}, actAllow, inExecNet,
 		"keep-alive on a proxy connection (Go's dialer sets it)"},
+
+	// TCP options that HTTP clients set on their connection to the egress
+	// proxy: Node 24's and Go 1.23's keep-alive probes, curl's too.
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.IPPROTO_TCP}, {Arg: 2, Op: opEq, Value: unix.TCP_KEEPIDLE}}, actAllow, inExecNet,
+		"keep-alive idle time (Node 24's socket.setKeepAlive, Go's KeepAliveConfig, curl)"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.IPPROTO_TCP}, {Arg: 2, Op: opEq, Value: unix.TCP_KEEPINTVL}}, actAllow, inExecNet,
+		"keep-alive probe interval (Node 24, Go, curl)"},
+	{"setsockopt", []cond{{Arg: 1, Op: opEq, Value: unix.IPPROTO_TCP}, {Arg: 2, Op: opEq, Value: unix.TCP_KEEPCNT}}, actAllow, inExecNet,
+		"keep-alive probe count (Node 24, Go)"},
+	{"shutdown", always, actAllow, inExecNet, "half-close a connection to the egress proxy (HTTP clients)"},
+
+	// The spoke of an external app serves its server's seccomp listener
+	// (Policy.Notify): only these two requests, which act on a listener
+	// and nothing else.
+	{"ioctl", []cond{{Arg: 1, Op: opEq, Value: unix.SECCOMP_IOCTL_NOTIF_RECV}}, actAllow, inStrict | inProxy,
+		"receive a syscall its server's filter refused, to name it (sandbox.ServeListener)"},
+	{"ioctl", []cond{{Arg: 1, Op: opEq, Value: unix.SECCOMP_IOCTL_NOTIF_SEND}}, actAllow, inStrict | inProxy,
+		"refuse that syscall with EPERM (sandbox.ServeListener never lets one through)"},
 
 	// Randomness and limits, read-only.
 	{"getrandom", always, actAllow, inBoth, "crypto/rand and runtime seeding"},
@@ -245,6 +296,64 @@ var genericRules = []rule{
 	{"getgid", always, actAllow, inExec, "read own identity"},
 	{"getegid", always, actAllow, inExec, "read own identity"},
 	{"getcwd", always, actAllow, inExec, "the working directory's path (os.getcwd); the launcher chose the directory"},
+
+	// What real runtimes (Node 20 and 24, CPython 3.11, Go) do in ordinary
+	// work, measured under strace (see TestRuntimesUnderExec). Which paths
+	// they touch is Landlock's job; these rules only let the calls happen.
+	{"pipe2", always, actAllow, inExec, "pipes: Node's start-up (libuv's signal and async pipes), CPython's os.pipe and subprocess"},
+	{"dup", always, actAllow, inExec, "duplicate a descriptor (interpreters redirecting stdio)"},
+	{"dup3", always, actAllow, inExec, "duplicate a descriptor onto another (libuv, Go's syscall.Dup3)"},
+	{"close_range", always, actAllow, inExec, "close many own descriptors at once (CPython, libuv); acts on the caller's table only"},
+	{"epoll_pwait2", always, actAllow, inExec, "event loops with a nanosecond timeout (newer libuv)"},
+	{"timerfd_create", always, actAllow, inExec, "event-loop timers (libuv, asyncio's selectors)"},
+	{"timerfd_settime", always, actAllow, inExec, "event-loop timers"},
+	{"timerfd_gettime", always, actAllow, inExec, "event-loop timers"},
+	{"pselect6", always, actAllow, inExec, "wait for descriptors (CPython's select.select, time.sleep)"},
+	{"rt_sigtimedwait", always, actAllow, inExec, "wait for a signal sent to itself (CPython's signal.sigtimedwait, Node's signal thread)"},
+	{"rt_sigsuspend", always, actAllow, inExec, "wait for a signal (signal.pause)"},
+	{"wait4", always, actAllow, inBoth, "an external app's spoke reaps its server to say how it ended; elsewhere there is no child (fork is refused): ECHILD"},
+	{"waitid", always, actAllow, inExec, "reap a child: as wait4"},
+	{"fsync", always, actAllow, inExec, "flush its files to disk (the memory server's graph, SQLite, os.fsync)"},
+	{"fdatasync", always, actAllow, inExec, "flush its files' data to disk (SQLite, Node's fs.fdatasync)"},
+	{"flock", always, actAllow, inExec, "whole-file locks on files it could open (fcntl.flock, proper-lockfile)"},
+	{"ftruncate", always, actAllow, inExec, "truncate a file opened for writing (Landlock ABI 3 governs truncation)"},
+	{"pwrite64", always, actAllow, inExec, "write at an offset (SQLite, libuv's fs.write with a position)"},
+	{"preadv", always, actAllow, inExec, "vectored read at an offset (libuv)"},
+	{"pwritev", always, actAllow, inExec, "vectored write at an offset (libuv)"},
+	{"sendfile", always, actAllow, inExec, "copy between its descriptors (CPython's shutil.copyfile)"},
+	{"copy_file_range", always, actAllow, inExec, "copy between its descriptors (Node's fs.copyFile)"},
+	{"renameat2", always, actAllow, inExec, "rename in scratch (Landlock decides where; glibc's renameat2, Node's fs.rename)"},
+	{"fchmod", chmodSafe(1), actAllow, inExec, chmodReason},
+	{"fchmodat", chmodSafe(2), actAllow, inExec, chmodReason},
+	{"utimensat", always, actAllow, inExec, "set a file's times (os.utime, fs.utimes, shutil.copy2); needs ownership or write access"},
+	{"listxattr", always, actAllow, inExec, "list a file's extended attributes (shutil.copy2 fails on EPERM); reading only"},
+	{"llistxattr", always, actAllow, inExec, "list a link's extended attributes (shutil.copy2); reading only"},
+	{"flistxattr", always, actAllow, inExec, "list an open file's extended attributes; reading only"},
+	{"getxattr", always, actAllow, inExec, "read an extended attribute (shutil.copy2, libuv); setting them stays refused"},
+	{"lgetxattr", always, actAllow, inExec, "read a link's extended attribute"},
+	{"fgetxattr", always, actAllow, inExec, "read an open file's extended attribute"},
+	{"faccessat", always, actAllow, inExec, "test a path's permissions (os.access); not a restriction boundary"},
+	{"faccessat2", always, actAllow, inExec, "test a path's permissions (glibc's access, euidaccess)"},
+	{"chdir", always, actAllow, inExec, "change the working directory (process.chdir, os.chdir); opening stays Landlock's to decide"},
+	{"fchdir", always, actAllow, inExec, "change the working directory to an open directory"},
+	{"uname", always, actAllow, inExec, "the kernel's name and version (os.uname, Node's os.release)"},
+	{"sysinfo", always, actAllow, inExec, "total and free memory, uptime (Node's os.totalmem, glibc's sysconf)"},
+	{"getppid", always, actAllow, inExec, "the parent's pid (process.ppid, os.getppid)"},
+	{"getpgid", always, actAllow, inExec, "a process group's id (read only)"},
+	{"getresuid", always, actAllow, inExec, "read own identity"},
+	{"getresgid", always, actAllow, inExec, "read own identity"},
+	{"getgroups", always, actAllow, inExec, "read own supplementary groups (os.getgroups, Node's os.userInfo)"},
+	{"getrusage", always, actAllow, inExec, "own resource usage (process.resourceUsage, resource.getrusage)"},
+	{"capget", always, actAllow, inExec, "read own capabilities (Node's start-up); it holds none"},
+	{"clock_getres", always, actAllow, inExec, "timer resolution (time.get_clock_info, libuv)"},
+	{"prctl", []cond{{Arg: 0, Op: opEq, Value: unix.PR_SET_NAME}}, actAllow, inExec, "name own threads (Node's worker and platform threads)"},
+	{"prctl", []cond{{Arg: 0, Op: opEq, Value: unix.PR_SET_VMA}, {Arg: 1, Op: opEq, Value: unix.PR_SET_VMA_ANON_NAME}}, actAllow, inBoth,
+		"name own anonymous mappings (the Go 1.25+ runtime names its heap; V8 its regions)"},
+	{"prctl", []cond{{Arg: 0, Op: opEq, Value: unix.PR_GET_NAME}}, actAllow, inExec, "read own thread names"},
+	{"recvmsg", always, actAllow, inExec, "receive on its own socket (asyncio, libuv stdio); receiving reaches no one"},
+	{"pkey_alloc", always, actAllow, inExec, "V8 (Node 24) protects its JIT memory with protection keys; within its own address space"},
+	{"pkey_free", always, actAllow, inExec, "V8's protection keys"},
+	{"pkey_mprotect", always, actAllow, inExec, "V8's protection keys"},
 
 	// The one execve of the exec profile. Landlock grants EXECUTE on ExecPath
 	// and its ELF interpreter only, so this is the only program it can start.

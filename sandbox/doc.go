@@ -9,9 +9,10 @@
 // and [PrepareScratch] once the spoke's policy is known). The child calls
 // [SetUpNamespaces] first thing (its own /proc in its PID namespace), and
 // [Enter] before it reads its first ISC frame, and then runs its one app; a
-// spoke that hosts an external app's egress proxy calls [UpLoopback] in its
-// own network namespace before Enter, and that app's server is started with
-// [Exec] after its own Enter.
+// spoke that hosts an external app's egress calls [UpLoopback] in its own
+// network namespace, opens its listeners (ports 80, 443 and 53 there) and
+// calls [DropCapabilities] before Enter, and that app's server is started
+// with [Exec] after its own Enter.
 // [Probe] reports what the kernel offers and [Capabilities.Check] refuses a
 // policy that cannot be enforced unless the operator opted into a weaker
 // sandbox with Policy.AllowWeaker.

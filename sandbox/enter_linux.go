@@ -24,15 +24,16 @@ import (
 //     carried to the others by Landlock and seccomp's TSYNC);
 //  5. Landlock: read-only access to the executable and the libraries it
 //     maps, to p.ReadOnly, and for ProfileExec and ProfileExecNet to the
-//     system libraries; EXECUTE only on p.ExecPath and its ELF interpreter;
+//     system paths (systemPaths); EXECUTE only on p.ExecPath and its ELF interpreter;
 //     read-write access to p.Scratch; no TCP or UDP port but, for
-//     ProfileExecNet, TCP connect to p.ProxyPort; abstract unix sockets and
-//     signals scoped to the spoke;
+//     ProfileExecNet, TCP connect to p.ProxyPort and TransparentTCPPorts
+//     and UDP to ResolverPort; abstract unix sockets and signals scoped to
+//     the spoke;
 //  6. the seccomp allowlist of p.Profile, on every thread (TSYNC).
 //
 // First it runs SetUpNamespaces, if the caller did not. Before the limits
 // it drops every capability the process holds (only a ProfileProxy spoke
-// that did not call UpLoopback has one). ProfileProxy
+// that did not call UpLoopback and DropCapabilities has one). ProfileProxy
 // and ProfileExecNet need a network namespace of their own, as seen from
 // inside (loopback is the only interface).
 //
@@ -47,14 +48,14 @@ import (
 // fine: every thread is confined, and descriptors the process opened
 // itself are kept.
 func Enter(p Policy) (Report, error) {
-	var rep Report
+	rep := Report{Listener: -1}
 	if err := p.Validate(); err != nil {
 		return rep, err
 	}
 	if err := SetUpNamespaces(); err != nil {
 		return rep, err
 	}
-	p.Limits = p.Limits.withDefaults()
+	p.Limits = p.Limits.WithDefaults(p.Profile)
 	abi, llDetail := landlockSupport()
 	scOK, scDetail := seccompSupport()
 	var missing []string
@@ -114,7 +115,7 @@ func Enter(p Policy) (Report, error) {
 		}
 	}
 
-	limits, err := setLimits(p.Limits)
+	limits, err := setLimits(p.Limits, !(p.Cgroup && p.Profile.executes()))
 	if err != nil {
 		return rep, err
 	}
@@ -142,10 +143,11 @@ func Enter(p Policy) (Report, error) {
 	}
 
 	if scOK {
-		detail, err := installSeccomp(p.Profile)
+		detail, listener, err := installSeccomp(p.Profile, p.Notify && p.Profile.executes())
 		if err != nil {
 			return rep, err
 		}
+		rep.Listener = listener
 		rep.add("seccomp", true, fmt.Sprintf("profile %s: %s", p.Profile, detail))
 	} else {
 		rep.add("seccomp", false, "weaker sandbox allowed: "+scDetail)
@@ -201,15 +203,23 @@ func closeInherited() (int, error) {
 //
 // RLIMIT_NPROC is not set: it counts every thread of the uid in every
 // process, and all spokes of a root hub share uid 65534, so one spoke could
-// starve the others. The seccomp clone rule stops fork bombs instead.
-func setLimits(l Limits) (string, error) {
+// starve the others. The seccomp clone rule stops fork bombs, and the
+// spoke's cgroup bounds its tasks.
+//
+// RLIMIT_AS is set only when addressSpace; otherwise it is left as the
+// parent set it (unlimited), and the spoke's cgroup bounds its memory.
+func setLimits(l Limits, addressSpace bool) (string, error) {
+	as := l.AddressSpace
+	if !addressSpace {
+		as = unix.RLIM_INFINITY
+	}
 	set := []struct {
 		name     string
 		resource int
 		cur, max uint64
 	}{
 		{"cpu", unix.RLIMIT_CPU, l.CPUSeconds, l.CPUSeconds + 1},
-		{"as", unix.RLIMIT_AS, l.AddressSpace, l.AddressSpace},
+		{"as", unix.RLIMIT_AS, as, as},
 		{"fsize", unix.RLIMIT_FSIZE, l.FileSize, l.FileSize},
 		{"nofile", unix.RLIMIT_NOFILE, l.OpenFiles, l.OpenFiles},
 		{"core", unix.RLIMIT_CORE, 0, 0},

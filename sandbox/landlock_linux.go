@@ -24,17 +24,27 @@ const (
 	readDir  landlock.AccessFSSet = ll.AccessFSReadFile | ll.AccessFSReadDir
 	execFile landlock.AccessFSSet = ll.AccessFSReadFile | ll.AccessFSExecute
 	// scratchDir is read and write without EXECUTE, devices, sockets, fifos,
-	// symlinks, and without REFER: go-landlock's best effort turns a rule
-	// with REFER into no restriction at all on ABI 1 kernels. Renames
-	// between two directories of scratch therefore fail with EXDEV.
+	// symlinks. REFER (renames and links between directories) is added by
+	// applyLandlock only where the kernel has it (ABI 2): go-landlock's best
+	// effort turns a rule with REFER into no restriction at all on ABI 1
+	// kernels, where such renames fail with EXDEV.
 	scratchDir landlock.AccessFSSet = readDir | ll.AccessFSWriteFile | ll.AccessFSTruncate |
 		ll.AccessFSMakeReg | ll.AccessFSMakeDir | ll.AccessFSRemoveFile | ll.AccessFSRemoveDir
 )
 
-// systemLibraryPaths are what the dynamic loader of an exec-profile program
-// reads: world-readable system libraries and the loader cache, no secrets.
-// They are readable, never executable.
-var systemLibraryPaths = []string{"/etc/ld.so.cache", "/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib"}
+// systemPaths are what every exec-profile program may read beyond its own
+// files: what the dynamic loader and interpreters read as they start. All
+// are world-readable system files that hold no secret; none is writable or
+// executable. Paths this machine lacks are skipped.
+var systemPaths = []struct{ path, reason string }{
+	{"/etc/ld.so.cache", "the dynamic loader's cache"},
+	{"/lib", "system libraries (the dynamic loader maps them; never executable by a path)"},
+	{"/lib64", "system libraries"},
+	{"/usr", "system libraries and interpreters' standard libraries and data (CPython's /usr/lib/python3.*, Node's modules, /usr/share/zoneinfo)"},
+	{"/etc/ssl/openssl.cnf", "OpenSSL's configuration: Node and CPython's ssl module load it at start and Node exits without it"},
+	{"/etc/ssl/certs", "the public CA certificates; never /etc/ssl/private, which a hub in group ssl-cert could read"},
+	{"/etc/localtime", "the local time zone"},
+}
 
 // landlockSupport reports the kernel's Landlock ABI version.
 func landlockSupport() (int, string) {
@@ -54,8 +64,12 @@ type landlockPaths struct {
 	ReadDirs  []string
 	Exec      []string
 	Scratch   string
-	// ConnectTCP is the one TCP port the process may connect to; 0 for none.
-	ConnectTCP uint16
+	// WriteDirs and WriteFiles are the declared read-write paths.
+	WriteDirs, WriteFiles []string
+	// ConnectTCP are the TCP ports the process may connect to.
+	ConnectTCP []uint16
+	// SendUDP are the UDP ports the process may connect or send to.
+	SendUDP []uint16
 }
 
 // landlockRules computes the paths of policy p. It reads /proc/self/maps
@@ -78,6 +92,17 @@ func landlockRules(p Policy) (landlockPaths, error) {
 			lp.ReadFiles = append(lp.ReadFiles, path)
 		}
 	}
+	for _, path := range p.ReadWrite {
+		st, err := os.Stat(path)
+		if err != nil {
+			return lp, fmt.Errorf("failed to stat read-write path: %w", err)
+		}
+		if st.IsDir() {
+			lp.WriteDirs = append(lp.WriteDirs, path)
+		} else {
+			lp.WriteFiles = append(lp.WriteFiles, path)
+		}
+	}
 	if p.Scratch != "" {
 		st, err := os.Lstat(p.Scratch)
 		if err != nil {
@@ -88,7 +113,10 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		}
 		lp.Scratch = p.Scratch
 	}
-	lp.ConnectTCP = p.ProxyPort
+	if p.Profile == ProfileExecNet {
+		lp.ConnectTCP = append([]uint16{p.ProxyPort}, TransparentTCPPorts...)
+		lp.SendUDP = []uint16{ResolverPort}
+	}
 	if p.Profile.executes() {
 		interp, err := elfInterpreter(p.ExecPath)
 		if err != nil {
@@ -98,7 +126,8 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		if interp != "" {
 			lp.Exec = append(lp.Exec, interp)
 		}
-		for _, path := range systemLibraryPaths {
+		for _, sp := range systemPaths {
+			path := sp.path
 			st, err := os.Stat(path)
 			switch {
 			case errors.Is(err, os.ErrNotExist):
@@ -165,7 +194,8 @@ func elfInterpreter(path string) (string, error) {
 
 // applyLandlock restricts every thread of the process to lp, handling every
 // access right go-landlock knows (V11) that the kernel supports: file
-// access, TCP and UDP bind/connect (no port is allowed but lp.ConnectTCP),
+// access, TCP and UDP bind/connect (no port is allowed but lp.ConnectTCP and
+// lp.SendUDP),
 // and the abstract unix socket and signal scopes.
 func applyLandlock(lp landlockPaths) (string, error) {
 	rules := []landlock.Rule{landlock.PathAccess(readFile, lp.ReadFiles...)}
@@ -175,20 +205,33 @@ func applyLandlock(lp landlockPaths) (string, error) {
 	if len(lp.Exec) > 0 {
 		rules = append(rules, landlock.PathAccess(execFile, lp.Exec...))
 	}
-	if lp.Scratch != "" {
-		rules = append(rules, landlock.PathAccess(scratchDir, lp.Scratch))
+	writable := scratchDir
+	if abi, _ := landlockSupport(); abi >= 2 {
+		// Renames and links between directories of scratch (a file
+		// written in TMPDIR and moved into XDG_DATA_HOME); only where
+		// the kernel knows REFER, see scratchDir.
+		writable |= ll.AccessFSRefer
 	}
-	if lp.ConnectTCP != 0 {
-		rules = append(rules, landlock.ConnectTCP(lp.ConnectTCP))
+	if dirs := slices.DeleteFunc(append([]string{lp.Scratch}, lp.WriteDirs...), func(s string) bool { return s == "" }); len(dirs) > 0 {
+		rules = append(rules, landlock.PathAccess(writable, dirs...))
+	}
+	if len(lp.WriteFiles) > 0 {
+		rules = append(rules, landlock.PathAccess(readFile|ll.AccessFSWriteFile|ll.AccessFSTruncate, lp.WriteFiles...))
+	}
+	for _, port := range lp.ConnectTCP {
+		rules = append(rules, landlock.ConnectTCP(port))
+	}
+	for _, port := range lp.SendUDP {
+		rules = append(rules, landlock.ConnectSendUDP(port))
 	}
 	if err := landlock.V11.BestEffort().Restrict(rules...); err != nil {
 		return "", fmt.Errorf("failed to apply landlock: %w", err)
 	}
 	abi, _ := landlockSupport()
-	detail := fmt.Sprintf("ABI %d; %d read-only files, %d read-only dirs, %d executable, scratch %q",
-		abi, len(lp.ReadFiles), len(lp.ReadDirs), len(lp.Exec), lp.Scratch)
-	if lp.ConnectTCP != 0 {
-		detail += fmt.Sprintf(", TCP connect to port %d only", lp.ConnectTCP)
+	detail := fmt.Sprintf("ABI %d; %d read-only files, %d read-only dirs, %d executable, scratch %q, %d more read-write",
+		abi, len(lp.ReadFiles), len(lp.ReadDirs), len(lp.Exec), lp.Scratch, len(lp.WriteDirs)+len(lp.WriteFiles))
+	if len(lp.ConnectTCP) > 0 {
+		detail += fmt.Sprintf(", TCP connect to ports %v only, UDP to %v only", lp.ConnectTCP, lp.SendUDP)
 	}
 	return detail, nil
 }

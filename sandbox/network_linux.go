@@ -35,13 +35,23 @@ func ownNetworkNamespace() (bool, string) {
 	return false, fmt.Sprintf("the process shares a network namespace with interfaces %s", strings.Join(names, ", "))
 }
 
+// OwnNetworkNamespace reports whether the calling process is in a network
+// namespace of its own (loopback is its only interface), and if not, why.
+// A ProfileProxy spoke opens its listeners on ports 80, 443 and 53 only
+// there: elsewhere (as only AllowWeaker permits) they would be the
+// machine's.
+func OwnNetworkNamespace() (bool, string) { return ownNetworkNamespace() }
+
 // UpLoopback brings up the loopback interface of the calling process's own
 // network namespace, which a new namespace starts with down, and then drops
-// every capability from every thread. A ProfileProxy spoke calls it first
-// thing, before it opens its proxy's listener and before Enter: Prepare
-// gave it CAP_NET_ADMIN over its own namespace for exactly this. When
-// loopback is already up (no namespace of its own, as only AllowWeaker
-// permits), it changes nothing but the capabilities.
+// CAP_NET_ADMIN from every thread. A ProfileProxy spoke calls it first
+// thing, before it opens its listeners and before Enter: Prepare gave it
+// CAP_NET_ADMIN over its own namespace for exactly this. It keeps
+// CAP_NET_BIND_SERVICE, which Prepare gave it to listen on ports 80, 443
+// and 53 of that namespace; the spoke drops it with DropCapabilities once
+// it listens (Enter drops it anyway). When loopback is already up (no
+// namespace of its own, as only AllowWeaker permits), it changes nothing
+// but the capabilities.
 func UpLoopback() error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -61,10 +71,17 @@ func UpLoopback() error {
 			return fmt.Errorf("failed to bring up loopback: %w", err)
 		}
 	}
-	if _, err := dropCapabilities(); err != nil {
+	if _, err := clearCapabilities(1 << unix.CAP_NET_ADMIN); err != nil {
 		return err
 	}
 	return nil
+}
+
+// DropCapabilities drops every capability from every thread: a ProfileProxy
+// spoke calls it once its listeners are open (see UpLoopback).
+func DropCapabilities() error {
+	_, err := dropCapabilities()
+	return err
 }
 
 // dropCapabilities empties the ambient, permitted, effective and

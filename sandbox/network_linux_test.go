@@ -91,8 +91,9 @@ func TestStrictHasNoCapabilities(t *testing.T) {
 }
 
 // TestExecNetProfile runs a C program as ExecPath under exec_net: it may
-// connect over TCP/IPv4 to the proxy's port (which here finds loopback
-// down: the network namespace is its own), and has no other way out.
+// connect over TCP/IPv4 to the proxy's port and to ports 80 and 443, and
+// send UDP to loopback (all of which here find loopback down: the network
+// namespace is its own), and has no other way out.
 func TestExecNetProfile(t *testing.T) {
 	caps := requireNetNS(t)
 	helper := sbxtest.NetHelper(t)
@@ -109,15 +110,22 @@ func TestExecNetProfile(t *testing.T) {
 	}
 	want := map[string]string{
 		"connect_proxy_port": "ENETUNREACH",
+		"connect_http_port":  "ENETUNREACH",
+		"connect_https_port": "ENETUNREACH",
 		"connect_other_port": other,
-		"socket_udp":         "EPERM",
-		"socket_inet6":       "EPERM",
-		"socket_unix":        "EPERM",
-		"socketpair_dgram":   "EPERM",
-		"socketpair_stream":  "ok",
-		"bind":               "EPERM",
-		"listen":             "EPERM",
-		"sendto_address":     "EPERM",
+		// UDP for DNS: a datagram has nowhere to go but the loopback
+		// of the spoke's namespace, where only its resolver listens.
+		"socket_udp":          "ok",
+		"socket_udplite":      "EPERM",
+		"udp_sendto_address":  "EPERM",
+		"udp_connect_outside": "ENETUNREACH",
+		"socket_inet6":        "EPERM",
+		"socket_unix":         "EPERM",
+		"socketpair_dgram":    "EPERM",
+		"socketpair_stream":   "ok",
+		"bind":                "EPERM",
+		"listen":              "EPERM",
+		"sendto_address":      "EPERM",
 	}
 	for step, w := range want {
 		if steps[step] != w {

@@ -28,13 +28,24 @@ const (
 	// that loopback is the spoke's alone: Check, Prepare and Enter refuse
 	// it elsewhere unless AllowWeaker.
 	ProfileProxy Profile = "proxy"
-	// ProfileExecNet is ProfileExec plus TCP over IPv4 to one port,
-	// Policy.ProxyPort: for an external app's server, which reaches the
-	// network only through its spoke's egress proxy. Like ProfileProxy it
-	// runs only in a network namespace of its own, and it may not create
-	// unix sockets (which could reach sockets by path).
+	// ProfileExecNet is ProfileExec plus TCP over IPv4 to Policy.ProxyPort
+	// and TransparentTCPPorts, and UDP over IPv4 to ResolverPort: for an
+	// external app's server, which reaches the network only through its
+	// spoke (its egress proxy, its listeners on ports 80 and 443, its
+	// resolver). Like ProfileProxy it runs only in a network namespace of
+	// its own, where loopback is the only interface and only its spoke
+	// listens, and it may not create unix sockets (which could reach
+	// sockets by path).
 	ProfileExecNet Profile = "exec_net"
 )
+
+// TransparentTCPPorts are the ports on which a ProfileProxy spoke accepts
+// its app's connections to any name (HTTP on 80, TLS on 443), which its
+// resolver on ResolverPort maps to loopback.
+var TransparentTCPPorts = []uint16{80, 443}
+
+// ResolverPort is the DNS port of a ProfileProxy spoke's resolver.
+const ResolverPort = 53
 
 // executes reports whether the profile starts Policy.ExecPath.
 func (p Profile) executes() bool { return p == ProfileExec || p == ProfileExecNet }
@@ -67,23 +78,46 @@ type Limits struct {
 	// OpenFiles is RLIMIT_NOFILE: one more than the highest file descriptor
 	// number the spoke may open.
 	OpenFiles uint64 `json:"open_files,omitempty"`
+	// Memory bounds, in bytes, the memory (and swap) of the spoke and of
+	// every process it starts, through its cgroup (see NewCgroup); over it
+	// the kernel kills a process of the spoke. Without cgroups it is not
+	// enforced and AddressSpace is the only bound.
+	Memory uint64 `json:"memory,omitempty"`
+	// Tasks bounds the processes and threads of the spoke and everything
+	// it starts (the cgroup's pids.max).
+	Tasks uint64 `json:"tasks,omitempty"`
 }
 
-// DefaultLimits returns the limits a spoke gets unless the operator says
-// otherwise: 30 CPU seconds, 2 GiB of address space (room for about 90
-// threads), 64 MiB files and 64 open files.
-func DefaultLimits() Limits {
-	return Limits{
+// DefaultLimits returns the limits of a built-in app's spoke unless the
+// operator says otherwise: 30 CPU seconds, 2 GiB of address space (room for
+// about 90 threads), 64 MiB files, 64 open files, 256 MiB of memory and 128
+// tasks.
+func DefaultLimits() Limits { return DefaultLimitsFor(ProfileStrict) }
+
+// DefaultLimitsFor returns the default limits of profile p. An external
+// app's server (ProfileExec, ProfileExecNet) gets what real runtimes need:
+// Node's module loader opens more than 64 files and V8 more than 128
+// threads' worth of tasks in a busy process, so 1024 open files, 1 GiB of
+// memory and 256 tasks; its address space is bounded only where no cgroup
+// bounds its memory (see Policy.Cgroup).
+func DefaultLimitsFor(p Profile) Limits {
+	l := Limits{
 		CPUSeconds:   30,
 		AddressSpace: 2 << 30,
 		FileSize:     64 << 20,
 		OpenFiles:    64,
+		Memory:       256 << 20,
+		Tasks:        128,
 	}
+	if p.executes() {
+		l.OpenFiles, l.Memory, l.Tasks = 1024, 1<<30, 256
+	}
+	return l
 }
 
-// withDefaults fills every zero field from DefaultLimits.
-func (l Limits) withDefaults() Limits {
-	d := DefaultLimits()
+// WithDefaults fills every zero field from DefaultLimitsFor(p).
+func (l Limits) WithDefaults(p Profile) Limits {
+	d := DefaultLimitsFor(p)
 	if l.CPUSeconds == 0 {
 		l.CPUSeconds = d.CPUSeconds
 	}
@@ -96,8 +130,21 @@ func (l Limits) withDefaults() Limits {
 	if l.OpenFiles == 0 {
 		l.OpenFiles = d.OpenFiles
 	}
+	if l.Memory == 0 {
+		l.Memory = d.Memory
+	}
+	if l.Tasks == 0 {
+		l.Tasks = d.Tasks
+	}
 	return l
 }
+
+// MinMemory is the smallest Limits.Memory a policy may ask for: a Go spoke
+// needs about 10 MiB resident, an interpreter more.
+const MinMemory = 32 << 20
+
+// MinTasks is the smallest Limits.Tasks: a Go spoke runs about 10 threads.
+const MinTasks = 16
 
 // Policy is everything the child needs to confine itself. The parent encodes
 // it on the child's command line (Encode) and the child decodes it
@@ -113,6 +160,10 @@ type Policy struct {
 	// ReadOnly are extra absolute paths (files or directories) the spoke may
 	// read. The executable and the libraries it maps are added by Enter.
 	ReadOnly []string `json:"read_only,omitempty"`
+	// ReadWrite are extra absolute paths (files or directories) the spoke
+	// may read and write, as it may its scratch: an external app's declared
+	// read_write paths.
+	ReadWrite []string `json:"read_write,omitempty"`
 	// ExecPath is, for ProfileExec and ProfileExecNet only, the absolute
 	// path of the one ELF executable the spoke may execute (see Exec).
 	ExecPath string `json:"exec_path,omitempty"`
@@ -123,6 +174,18 @@ type Policy struct {
 	// Namespaces asks for new user, PID, network and IPC namespaces. It is
 	// best effort: Prepare uses what Probe found and Enter reports it.
 	Namespaces bool `json:"namespaces,omitempty"`
+	// Notify, for ProfileExec and ProfileExecNet, sends a syscall the
+	// filter refuses to a listener (Report.Listener) instead of failing it
+	// at once: the parent that takes the listener (TakeListener) names the
+	// syscall and fails it with EPERM (ServeListener). Syscalls the table
+	// kills or fails with ENOSYS are not sent.
+	Notify bool `json:"notify,omitempty"`
+	// Cgroup says the parent bounds the spoke's memory and tasks with a
+	// cgroup of its own (NewCgroup): ProfileExec and ProfileExecNet then
+	// leave RLIMIT_AS unlimited, which runtimes that reserve large virtual
+	// ranges (V8) need. The parent sets it; it passes to an external app's
+	// server with the rest of the spoke's limits.
+	Cgroup bool `json:"cgroup,omitempty"`
 	// AllowWeaker is the operator's explicit opt-out: run even if seccomp or
 	// Landlock is unavailable. Enter then applies what it can and reports
 	// what it could not; the caller must log that loudly.
@@ -160,8 +223,23 @@ func (p Policy) Validate() error {
 			return err
 		}
 	}
-	if l := p.Limits.withDefaults(); l.AddressSpace < MinAddressSpace {
+	for _, path := range p.ReadWrite {
+		if err := checkPath("read_write", path); err != nil {
+			return err
+		}
+		if path == "/" {
+			return policyError("read_write may not be the root directory")
+		}
+	}
+	l := p.Limits.WithDefaults(p.Profile)
+	if l.AddressSpace < MinAddressSpace {
 		return policyError("address_space %d is below the Go runtime's minimum %d", l.AddressSpace, MinAddressSpace)
+	}
+	if l.Memory < MinMemory {
+		return policyError("memory %d is below the minimum %d", l.Memory, uint64(MinMemory))
+	}
+	if l.Tasks < MinTasks {
+		return policyError("tasks %d is below the minimum %d", l.Tasks, MinTasks)
 	}
 	return nil
 }
@@ -261,6 +339,12 @@ type Protection struct {
 // applied.
 type Report struct {
 	Protections []Protection `json:"protections"`
+	// Listener is, under Policy.Notify, the close-on-exec descriptor of
+	// the seccomp listener that receives every syscall the filter
+	// refuses; -1 otherwise. The caller hands it to its parent (see
+	// TakeListener) and closes it before it executes anything: a program
+	// holding its own listener could answer for the filter.
+	Listener int `json:"-"`
 }
 
 // namespacesProtection names the one best-effort entry of a Report.
@@ -292,6 +376,10 @@ type Capabilities struct {
 	PIDNS          bool   `json:"pid_ns"`
 	NSDetail       string `json:"ns_detail"`
 	NoNewPrivs     bool   `json:"no_new_privs"`
+	// Cgroup says spokes get a cgroup of their own (memory and tasks);
+	// without one only the rlimits bound them.
+	Cgroup       bool   `json:"cgroup"`
+	CgroupDetail string `json:"cgroup_detail"`
 }
 
 // Lines returns one human-readable line per protection, for the binary's
@@ -302,7 +390,16 @@ func (c Capabilities) Lines() []string {
 		fmt.Sprintf("landlock: %s (ABI %d; %s)", onOff(c.LandlockABI > 0), c.LandlockABI, c.LandlockDetail),
 		"no_new_privs: " + onOff(c.NoNewPrivs),
 		fmt.Sprintf("namespaces: user %s, pid %s, net %s (%s)", onOff(c.UserNS), onOff(c.PIDNS), onOff(c.NetNS), c.NSDetail),
+		"cgroup per spoke: " + onOff(c.Cgroup) + " (" + c.CgroupDetail + cgroupFallback(c.Cgroup) + ")",
 	}
+}
+
+// cgroupFallback says what bounds a spoke without a cgroup.
+func cgroupFallback(on bool) string {
+	if on {
+		return ""
+	}
+	return "; memory and tasks are not bounded per spoke, only the rlimits (address space, open files, CPU, file size) apply"
 }
 
 func onOff(b bool) string {

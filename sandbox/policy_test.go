@@ -136,8 +136,9 @@ func TestCheck(t *testing.T) {
 
 func TestCapabilitiesLines(t *testing.T) {
 	lines := sandbox.Capabilities{Seccomp: true, SeccompDetail: "libseccomp 2.5.4", LandlockABI: 7}.Lines()
-	if len(lines) != 4 || lines[0] != "seccomp: on (libseccomp 2.5.4)" || !strings.HasPrefix(lines[1], "landlock: on (ABI 7") ||
-		lines[2] != "no_new_privs: off" || !strings.HasPrefix(lines[3], "namespaces: user off") {
+	if len(lines) != 5 || lines[0] != "seccomp: on (libseccomp 2.5.4)" || !strings.HasPrefix(lines[1], "landlock: on (ABI 7") ||
+		lines[2] != "no_new_privs: off" || !strings.HasPrefix(lines[3], "namespaces: user off") ||
+		!strings.HasPrefix(lines[4], "cgroup per spoke: off") || !strings.Contains(lines[4], "only the rlimits") {
 		t.Fatalf("Lines() = %q", lines)
 	}
 }

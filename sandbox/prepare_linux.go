@@ -33,6 +33,7 @@ func Probe() Capabilities {
 	_, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	c.NoNewPrivs = err == nil
 	c.UserNS, c.PIDNS, c.NetNS, c.NSDetail = probeNamespaces()
+	c.Cgroup, c.CgroupDetail = CgroupSupport()
 	if c.PIDNS {
 		// A spoke in a PID namespace needs a /proc of its own (see
 		// SetUpNamespaces).
@@ -128,7 +129,8 @@ func childEnv() []string {
 //     namespaces as an ambient capability, to mount its own /proc
 //     (SetUpNamespaces drops it), and a ProfileProxy spoke in its own
 //     network namespace CAP_NET_ADMIN, to bring up its loopback (UpLoopback
-//     drops it);
+//     drops it), and CAP_NET_BIND_SERVICE, to listen on ports 80, 443 and
+//     53 there (DropCapabilities drops it);
 //   - p.Scratch is created (0700) and, when the hub is root, given to 65534.
 //
 // Prepare fails closed: if Probe finds a protection p needs missing (see
@@ -155,9 +157,11 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 		if caps.NetNS {
 			flags |= unix.CLONE_NEWNET
 			if p.Profile == ProfileProxy {
-				// Over its own namespace only, to bring up loopback
-				// (UpLoopback), which drops it; Enter drops it too.
-				attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_ADMIN)
+				// Over its own namespace only: to bring up loopback
+				// (UpLoopback, which drops it), and to listen on ports
+				// 80, 443 and 53 there (DropCapabilities); Enter drops
+				// both too.
+				attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE)
 			}
 		}
 		setNamespaces(attr, flags)

@@ -14,7 +14,7 @@ var unsupported = fmt.Sprintf("not supported on %s: seccomp, Landlock and namesp
 
 // Probe reports that nothing is available.
 func Probe() Capabilities {
-	return Capabilities{SeccompDetail: unsupported, LandlockDetail: unsupported, NSDetail: unsupported}
+	return Capabilities{SeccompDetail: unsupported, LandlockDetail: unsupported, NSDetail: unsupported, CgroupDetail: unsupported}
 }
 
 // Prepare fails closed unless p.AllowWeaker; then it only empties the
@@ -77,3 +77,37 @@ func Exec(p Policy, argv, env []string) error {
 func UpLoopback() error {
 	return fmt.Errorf("%w: %s", ErrUnprotected, unsupported)
 }
+
+// CgroupSupport reports that there are no cgroups here.
+func CgroupSupport() (bool, string) { return false, unsupported }
+
+// Cgroup is a spoke's control group; there are none here.
+type Cgroup struct {
+	// Memory and Tasks are the bounds it would enforce.
+	Memory, Tasks uint64
+}
+
+// NewCgroup fails: there are no cgroups here.
+func NewCgroup(Limits) (*Cgroup, error) {
+	return nil, fmt.Errorf("%w: cgroup: %s", ErrUnprotected, unsupported)
+}
+
+// Add does nothing.
+func (c *Cgroup) Add(int) error { return nil }
+
+// OOMKills is always 0.
+func (c *Cgroup) OOMKills() uint64 { return 0 }
+
+// Remove does nothing.
+func (c *Cgroup) Remove() {}
+
+// Update does nothing.
+func (c *Cgroup) Update(Limits) error { return nil }
+
+// DropCapabilities is not supported: there are no network namespaces here.
+func DropCapabilities() error {
+	return fmt.Errorf("%w: %s", ErrUnprotected, unsupported)
+}
+
+// OwnNetworkNamespace is false: there are no network namespaces here.
+func OwnNetworkNamespace() (bool, string) { return false, unsupported }

@@ -41,20 +41,46 @@ func seccompSupport() (bool, string) {
 
 // installSeccomp loads the filter of profile p into every thread of the
 // process (TSYNC). It must run last in Enter: after it, even Landlock could
-// no longer be set up.
-func installSeccomp(p Profile) (string, error) {
+// no longer be set up. With notify, a syscall no rule allows goes to a
+// listener, whose close-on-exec descriptor it returns (see Listen), instead
+// of failing at once with EPERM; otherwise it returns -1.
+func installSeccomp(p Profile, notify bool) (string, int, error) {
 	if ok, detail := seccompSupport(); !ok {
-		return "", errors.New(detail)
+		return "", -1, errors.New(detail)
 	}
-	filter, n, err := buildFilter(p, unix.Getpid(), defaultAction)
+	def, what := defaultAction, "default EPERM"
+	if notify {
+		def, what = seccomp.ActNotify, "default EPERM through a listener that names the syscall"
+	}
+	filter, n, err := buildFilter(p, unix.Getpid(), def)
 	if err != nil {
-		return "", err
+		return "", -1, err
 	}
 	defer filter.Release()
 	if err := filter.Load(); err != nil {
-		return "", fmt.Errorf("failed to load seccomp filter: %w", err)
+		return "", -1, fmt.Errorf("failed to load seccomp filter: %w", err)
 	}
-	return fmt.Sprintf("%d rules, default EPERM, other architectures killed", n), nil
+	listener := -1
+	if notify {
+		fd, err := filter.GetNotifFd()
+		if err != nil {
+			return "", -1, fmt.Errorf("failed to get the seccomp listener: %w", err)
+		}
+		// A copy of our own: Release may close libseccomp's.
+		if listener, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			return "", -1, fmt.Errorf("failed to keep the seccomp listener: %w", err)
+		}
+	}
+	return fmt.Sprintf("%d rules, %s, other architectures killed", n, what), listener, nil
+}
+
+// SyscallName names the syscall numbered nr on this architecture.
+func SyscallName(nr int32) string {
+	name, err := seccomp.ScmpSyscall(nr).GetName()
+	if err != nil {
+		return fmt.Sprintf("syscall %d", nr)
+	}
+	return name
 }
 
 // buildFilter turns the table into a libseccomp filter for profile p. pid

@@ -203,8 +203,12 @@ func TestFilterDenies(t *testing.T) {
 		{"bind", "bind", nil, both, retEPERM},
 		{"listen", "listen", nil, both, retEPERM},
 		{"accept4", "accept4", nil, []Profile{ProfileStrict, ProfileExec, ProfileExecNet}, retEPERM},
-		{"sendto an address", "sendto", []uint64{3, 0, 0, 0, 0x1000, 16}, both, retEPERM},
-		{"sendmsg", "sendmsg", nil, both, retEPERM},
+		// The proxy's resolver answers at an address, and the proxy
+		// passes connections to the hub with sendmsg: it can create no
+		// socket to aim them with.
+		{"sendto an address", "sendto", []uint64{3, 0, 0, 0, 0x1000, 16}, []Profile{ProfileStrict, ProfileExec, ProfileExecNet}, retEPERM},
+		{"sendmsg", "sendmsg", nil, []Profile{ProfileStrict, ProfileExec, ProfileExecNet}, retEPERM},
+		{"sendmmsg outside exec_net", "sendmmsg", nil, []Profile{ProfileStrict, ProfileProxy, ProfileExec}, retEPERM},
 		{"fork", "fork", nil, both, retEPERM},
 		{"vfork", "vfork", nil, both, retEPERM},
 		{"clone a process", "clone", []uint64{uint64(unix.SIGCHLD)}, both, retEPERM},
@@ -241,7 +245,18 @@ func TestFilterDenies(t *testing.T) {
 		{"symlinkat", "symlinkat", nil, both, retEPERM},
 		{"linkat", "linkat", nil, both, retEPERM},
 		{"mknodat", "mknodat", nil, both, retEPERM},
-		{"chmod", "fchmodat", nil, both, retEPERM},
+		{"chmod in strict", "fchmodat", nil, []Profile{ProfileStrict, ProfileProxy}, retEPERM},
+		{"chmod set-uid", "fchmodat", []uint64{0, 0, unix.S_ISUID | 0o755}, both, retEPERM},
+		{"chmod set-gid", "chmod", []uint64{0, unix.S_ISGID | 0o755}, both, retEPERM},
+		{"chmod world-writable", "fchmod", []uint64{3, 0o666}, both, retEPERM},
+		{"chmod group-writable", "fchmodat", []uint64{0, 0, 0o664}, both, retEPERM},
+		{"setxattr", "setxattr", nil, both, retEPERM},
+		{"personality", "personality", []uint64{0x0040000}, both, retEPERM},
+		{"kexec_load", "kexec_load", nil, both, retKillProcess},
+		{"init_module", "init_module", nil, both, retKillProcess},
+		{"process_vm_writev", "process_vm_writev", nil, both, retKillProcess},
+		{"prctl PR_SET_SECCOMP", "prctl", []uint64{unix.PR_SET_SECCOMP, 2}, both, retEPERM},
+		{"prctl PR_SET_PTRACER", "prctl", []uint64{unix.PR_SET_PTRACER, ^uint64(0)}, both, retEPERM},
 		{"chown", "fchownat", nil, both, retEPERM},
 		{"shmget", "shmget", nil, both, retEPERM},
 		{"ptrace", "ptrace", nil, both, retKillProcess},
@@ -257,7 +272,10 @@ func TestFilterDenies(t *testing.T) {
 
 		// The egress proxy's profiles add what the proxy needs, and
 		// nothing a spoke could reach anything else with.
-		{"IPv4 datagram socket in exec_net", "socket", []uint64{unix.AF_INET, unix.SOCK_DGRAM}, []Profile{ProfileExecNet}, retEPERM},
+		{"IPv4 datagram socket outside exec_net", "socket", []uint64{unix.AF_INET, unix.SOCK_DGRAM}, []Profile{ProfileStrict, ProfileProxy, ProfileExec}, retEPERM},
+		{"UDP-Lite socket in exec_net", "socket", []uint64{unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_UDPLITE}, []Profile{ProfileExecNet}, retEPERM},
+		{"setsockopt IP_TOS outside exec_net", "setsockopt", []uint64{3, unix.SOL_IP, unix.IP_TOS}, []Profile{ProfileStrict, ProfileProxy, ProfileExec}, retEPERM},
+		{"setsockopt IP_HDRINCL in exec_net", "setsockopt", []uint64{3, unix.SOL_IP, unix.IP_HDRINCL}, []Profile{ProfileExecNet}, retEPERM},
 		{"IPv4 raw socket in exec_net", "socket", []uint64{unix.AF_INET, unix.SOCK_RAW}, []Profile{ProfileExecNet}, retEPERM},
 		{"IPv6 stream socket in exec_net", "socket", []uint64{unix.AF_INET6, unix.SOCK_STREAM}, []Profile{ProfileExecNet}, retEPERM},
 		{"unix socket in exec_net", "socket", []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, []Profile{ProfileExecNet}, retEPERM},
@@ -314,7 +332,8 @@ func contains(ps []Profile, p Profile) bool {
 // TestProxyProfilesAddOnly checks that each profile of the egress proxy is
 // its base profile plus the few calls the proxy needs: ProfileProxy is
 // ProfileStrict plus accept4 and setsockopt; ProfileExecNet is ProfileExec
-// plus connect and setsockopt (with narrower socket and socketpair rules).
+// plus connect, setsockopt and shutdown (with narrower socket and socketpair
+// rules).
 func TestProxyProfilesAddOnly(t *testing.T) {
 	allowed := func(p Profile) map[string]bool {
 		out := map[string]bool{}
@@ -329,8 +348,8 @@ func TestProxyProfilesAddOnly(t *testing.T) {
 		profile, base Profile
 		added         []string
 	}{
-		{ProfileProxy, ProfileStrict, []string{"accept4", "setsockopt"}},
-		{ProfileExecNet, ProfileExec, []string{"connect", "setsockopt"}},
+		{ProfileProxy, ProfileStrict, []string{"accept4", "recvfrom", "sendmsg", "sendto", "setsockopt"}},
+		{ProfileExecNet, ProfileExec, []string{"connect", "sendmmsg", "setsockopt", "shutdown"}},
 	} {
 		got, base := allowed(tt.profile), allowed(tt.base)
 		var added []string

@@ -2,11 +2,17 @@
 
 package sandbox
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+)
 
 // errNoLibseccomp explains why a build without cgo has no seccomp filter.
 var errNoLibseccomp = errors.New("built without cgo: libseccomp is not linked")
 
 func seccompSupport() (bool, string) { return false, errNoLibseccomp.Error() }
 
-func installSeccomp(Profile) (string, error) { return "", errNoLibseccomp }
+func installSeccomp(Profile, bool) (string, int, error) { return "", -1, errNoLibseccomp }
+
+// SyscallName names the syscall numbered nr; without libseccomp, by number.
+func SyscallName(nr int32) string { return "syscall " + strconv.Itoa(int(nr)) }

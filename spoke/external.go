@@ -36,6 +36,10 @@ type External struct {
 	Dir string `json:"dir,omitempty"`
 	// ReadOnly are further absolute paths the server may read.
 	ReadOnly []string `json:"read_only,omitempty"`
+	// ReadWrite are further absolute paths the server may read and write.
+	// Here and in Args, Dir and ReadOnly, a leading ScratchPlaceholder
+	// stands for the (user, app)'s scratch directory.
+	ReadWrite []string `json:"read_write,omitempty"`
 	// Description, when set, replaces the server's instructions as the
 	// app's description.
 	Description string `json:"description,omitempty"`
@@ -158,6 +162,9 @@ func Describe(ctx context.Context, m *Manager, app string) (apps.Spec, error) {
 	if err != nil {
 		return apps.Spec{}, err
 	}
+	if res.Diagnosis != nil {
+		return apps.Spec{}, fmt.Errorf("%s: %w", app, res.Diagnosis)
+	}
 	if res.Error != "" {
 		return apps.Spec{}, fmt.Errorf("%s: %s", app, res.Error)
 	}
@@ -210,7 +217,7 @@ func (rt *runtime) handleStep(ctx context.Context, step Step) (res Result, fatal
 	hosted, isHosted := rt.app.(hostedApp)
 	if isHosted {
 		if err := hosted.start(ctx); err != nil {
-			return Result{Error: err.Error()}, true
+			return failedResult(err, nil), true
 		}
 	}
 	if step.Describe {
@@ -228,8 +235,19 @@ func (rt *runtime) handleStep(ctx context.Context, step Step) (res Result, fatal
 		if err := hosted.failure(); err != nil {
 			// The hub reports the app's failure, not an answer written
 			// around it.
-			return Result{Error: err.Error(), Calls: res.Calls}, true
+			return failedResult(err, res.Calls), true
 		}
 	}
 	return res, false
+}
+
+// failedResult reports a hosted app's failure, with its diagnosis when
+// there is one.
+func failedResult(err error, calls []CallLog) Result {
+	res := Result{Error: err.Error(), Calls: calls}
+	var d *Diagnosis
+	if errors.As(err, &d) {
+		res.Diagnosis = d
+	}
+	return res
 }

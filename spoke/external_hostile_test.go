@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -54,7 +55,23 @@ const (
 	refused
 	// allowed: a control, which must succeed.
 	allowed
+	// memoryBounded: blocked with errText, or the kernel killed the server
+	// for its cgroup's memory bound and the hub reports the app over its
+	// memory limit.
+	memoryBounded
 )
+
+// memoryOutcome is how an allocation over the bound ends: with a cgroup per
+// spoke the server's address space is not limited (runtimes reserve more
+// than they use), so either the kernel refuses the mapping (overcommit, on
+// a machine with less memory than asked for) or it kills the server at its
+// cgroup's bound; without a cgroup RLIMIT_AS refuses it.
+func memoryOutcome() hostileOutcome {
+	if ok, _ := sandbox.CgroupSupport(); ok {
+		return memoryBounded
+	}
+	return blocked
+}
 
 type hostileAttack struct {
 	name, function string
@@ -105,9 +122,15 @@ func hostileAttacks() []hostileAttack {
 			outside: func(t *hostileTargets, _ *hostileEvidence) error {
 				return untouched("UDP socket", t.lab.UDP.Received.Load())
 			}},
-		{name: "TCP to a public address", function: "tcp_connect", args: arg("address", mcptest.PublicIP+":443"), outcome: blocked, errText: "Permission denied"},
+		// Landlock allows ports 80 and 443 (the spoke's listeners); the
+		// namespace has no route but loopback.
+		{name: "TCP to a public address", function: "tcp_connect", args: arg("address", mcptest.PublicIP+":443"), outcome: blocked, errText: "Network is unreachable"},
+		{name: "TCP to a port other than 80 and 443", function: "tcp_connect", args: arg("address", "127.0.0.1:8080"), outcome: blocked, errText: "Permission denied"},
 		{name: "UDP to a public DNS server", function: "udp_send", args: arg("address", "9.9.9.9:53"), outcome: blocked, errText: "Operation not permitted"},
-		{name: "resolve a name itself", function: "resolve_name", args: arg("host", "example.net"), outcome: blocked, errText: "gaierror"},
+		// Only the spoke's resolver answers, with loopback: no query
+		// leaves, and no answer says where a name really is.
+		{name: "control: resolve a name itself", function: "resolve_name", args: arg("host", "example.net"), outcome: allowed, errText: "'127.0.0.1'",
+			outside: func(t *hostileTargets, _ *hostileEvidence) error { return notResolved(t, "example.net") }},
 		{name: "connect to a unix socket by path", function: "unix_connect", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.unixSocket} },
 			outcome: blocked, errText: "Operation not permitted",
 			outside: func(t *hostileTargets, _ *hostileEvidence) error { return untouched("unix socket", t.unixAccepted()) }},
@@ -121,8 +144,14 @@ func hostileAttacks() []hostileAttack {
 			outside: func(t *hostileTargets, _ *hostileEvidence) error { return absent(t.marker) }},
 		{name: "ptrace the hub", function: "ptrace_attach", args: arg("pid", os.Getpid()), outcome: killed,
 			outside: func(*hostileTargets, *hostileEvidence) error { return notTraced() }},
-		{name: "allocate 4 GiB", function: "allocate_memory", args: arg("bytes", 4<<30), outcome: blocked, errText: "MemoryError",
-			outside: func(_ *hostileTargets, e *hostileEvidence) error { return peakBelow(e.serverPID, 4<<30) }},
+		{name: "allocate 4 GiB", function: "allocate_memory", args: arg("bytes", 4<<30), outcome: memoryOutcome(), errText: "MemoryError",
+			outside: func(_ *hostileTargets, e *hostileEvidence) error {
+				status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.serverPID))
+				if memoryOutcome() == memoryBounded && (err != nil || strings.Contains(string(status), "(zombie)")) {
+					return nil // killed at its bound, as the report said
+				}
+				return peakBelow(e.serverPID, 4<<30)
+			}},
 		{name: "spin the CPU", function: "spin_cpu", args: noArgs, outcome: killed},
 		{name: "write a 10 GiB file", function: "big_file", args: func(*hostileTargets) map[string]any { return map[string]any{"path": "big.bin", "bytes": 10 << 30} },
 			outcome: blocked, errText: "File too large",
@@ -133,7 +162,35 @@ func hostileAttacks() []hostileAttack {
 			outside: func(_ *hostileTargets, e *hostileEvidence) error {
 				return openFilesAtMost(e.serverPID, hostileLimits.OpenFiles)
 			}},
-		{name: "reach the network around the proxy", function: "bypass_proxy", args: arg("target", "http://"+mcptest.PublicIP+"/"), outcome: blocked, errText: "Permission denied"},
+		{name: "reach the network around the proxy", function: "bypass_proxy", args: arg("target", "http://"+mcptest.PublicIP+"/"), outcome: blocked, errText: "Network is unreachable"},
+		{name: "TLS to a declared name whose ClientHello names an undeclared one", function: "tls_server_name",
+			args: func(*hostileTargets) map[string]any {
+				return map[string]any{"connect": mcptest.PublicHost, "sni": mcptest.UndeclaredHost}
+			},
+			outcome: refused, errText: "Error",
+			outside: func(t *hostileTargets, e *hostileEvidence) error {
+				if err := notResolved(t, mcptest.UndeclaredHost); err != nil {
+					return err
+				}
+				return onlyPublicDialled(t, e)
+			}},
+		// Python sends no server name for an IP address.
+		{name: "TLS naming an IP address (no server name)", function: "tls_server_name",
+			args: func(*hostileTargets) map[string]any {
+				return map[string]any{"connect": mcptest.PublicHost, "sni": mcptest.PublicIP}
+			},
+			outcome: refused, errText: "Error", outside: onlyPublicDialled},
+		{name: "HTTP to a declared name with an undeclared Host header", function: "host_header",
+			args: func(*hostileTargets) map[string]any {
+				return map[string]any{"url": "http://" + mcptest.PublicHost + "/", "host": mcptest.UndeclaredHost}
+			},
+			outcome: refused, errText: "domain example.org is not declared by the app",
+			outside: func(t *hostileTargets, e *hostileEvidence) error {
+				if err := notResolved(t, mcptest.UndeclaredHost); err != nil {
+					return err
+				}
+				return onlyPublicDialled(t, e)
+			}},
 		{name: "use its spoke's channel to the hub (fd 3)", function: "spoke_socket", args: noArgs, outcome: blocked, errText: "Bad file descriptor"},
 		{name: "kill a process of its uid through SIGIO (fcntl F_SETOWN)", function: "sigio_kill",
 			args: func(t *hostileTargets) map[string]any { return map[string]any{"pid": t.victimPID} }, outcome: blocked, errText: "Operation not permitted",
@@ -151,6 +208,15 @@ func hostileAttacks() []hostileAttack {
 				}
 				return onlyPublicDialled(t, e)
 			}},
+		{name: "CONNECT to an undeclared host through the proxy", function: "fetch_url", args: arg("url", "https://"+mcptest.UndeclaredHost+"/upload"),
+			outcome: refused, errText: "HTTP 403", outside: func(t *hostileTargets, e *hostileEvidence) error {
+				if err := notResolved(t, mcptest.UndeclaredHost); err != nil {
+					return err
+				}
+				return onlyPublicDialled(t, e)
+			}},
+		{name: "CONNECT to another port through the proxy", function: "fetch_url", args: arg("url", "https://"+mcptest.PublicHost+":8443/"),
+			outcome: refused, errText: "HTTP 403", outside: onlyPublicDialled},
 		{name: "egress to a declared name resolving to 127.0.0.1", function: "fetch_url", args: func(t *hostileTargets) map[string]any { return map[string]any{"url": t.lab.LoopbackURL()} },
 			outcome: refused, errText: "a loopback address",
 			outside: func(t *hostileTargets, e *hostileEvidence) error {
@@ -234,13 +300,19 @@ func TestHostileMCPServer(t *testing.T) {
 				if !strings.Contains(logs, "The app's MCP server failed") {
 					t.Errorf("the server's death is not in the log")
 				}
+			case memoryBounded:
+				refused := err == nil && strings.HasPrefix(text, "blocked: ") && strings.Contains(text, a.errText)
+				if !refused && (err == nil || !strings.Contains(err.Error(), "over its memory limit")) {
+					t.Errorf("want %q or the app reported over its memory limit; got %q, error %v", a.errText, text, err)
+				}
 			case allowed:
 				if err != nil || !strings.HasPrefix(text, "succeeded: ") || !strings.Contains(text, a.errText) {
 					t.Errorf("control: want success with %q; got %q (error %v)", a.errText, text, err)
 				}
 			}
 			if a.outcome == refused {
-				if !strings.Contains(logs, "Egress proxy refused a request") || !auditDenied(t, sys) {
+				logged := strings.Contains(logs, "Egress proxy refused a request") || strings.Contains(logs, "Egress refused a TLS connection")
+				if !logged || !auditDenied(t, sys) {
 					t.Errorf("the refusal is neither in the log nor in the audit")
 				}
 			}
@@ -590,6 +662,16 @@ func onlyPublicDialled(t *hostileTargets, _ *hostileEvidence) error {
 		if !strings.HasPrefix(d, mcptest.PublicIP+":") {
 			return fmt.Errorf("the broker dialled %s", d)
 		}
+	}
+	return nil
+}
+
+// notResolved checks that the broker never resolved host: no request for it
+// got past the policy.
+func notResolved(t *hostileTargets, host string) error {
+	lookups, _ := t.lab.Network()
+	if slices.Contains(lookups, host) {
+		return fmt.Errorf("the broker resolved %s", host)
 	}
 	return nil
 }

@@ -195,7 +195,7 @@ func TestMCPServerFailuresAreContained(t *testing.T) {
 
 	for _, tt := range []struct{ app, want string }{
 		{"failing_bad", "not an ELF executable"},
-		{"failing_exit", "exited or closed its output during initialize (its stderr: "},
+		{"failing_exit", "exited or closed its output during initialize (exit status 3); its stderr: failing: exiting at once"},
 		{"failing_many", "lists more than 32 tools"},
 	} {
 		_, err := w.TryDiscover(tt.app)
@@ -206,10 +206,10 @@ func TestMCPServerFailuresAreContained(t *testing.T) {
 
 	sys := externalSystem(t, w, []string{"metro_hail"}, []string{"failing_hang", "failing_flood", "failing_huge", "failing_garbage", "failing_oversize"}, nil)
 	for _, tt := range []struct{ app, want string }{
-		{"failing_hang", "the MCP server did not answer tools/call work within 2s"},
+		{"failing_hang", "the MCP server did not answer within 2s during tools/call work"},
 		{"failing_flood", "the MCP server sent a message over the 1048576-byte limit"},
 		{"failing_huge", "the MCP server sent a message over the 1048576-byte limit"},
-		{"failing_garbage", `the MCP server did not answer tools/call work within 2s (it wrote 1 line that is not JSON-RPC to its stdout, the last: "this is not JSON-RPC")`},
+		{"failing_garbage", `the MCP server did not answer within 2s (it wrote 1 line that is not JSON-RPC to its stdout, the last: "this is not JSON-RPC") during tools/call work`},
 	} {
 		start := time.Now()
 		_, err := askHub(sys, mallory, "Use "+tt.app+" to work text = 'now'.")

@@ -17,14 +17,14 @@ import (
 
 // requireSandbox skips a test of external apps on a machine whose spokes
 // cannot be confined (the spoke refuses to start them there).
-func requireSandbox(t *testing.T) {
+func requireSandbox(t testing.TB) {
 	t.Helper()
 	if err := sandbox.Probe().Check(sandbox.Policy{Profile: sandbox.ProfileStrict}); err != nil {
 		t.Skipf("the spoke sandbox cannot be applied on this kernel: %v", err)
 	}
 }
 
-func pythonApp(t *testing.T, name, script string, args ...string) mcptest.App {
+func pythonApp(t testing.TB, name, script string, args ...string) mcptest.App {
 	t.Helper()
 	dir := mcptest.Dir(t)
 	path := mcptest.Script(t, dir, script)
@@ -33,7 +33,7 @@ func pythonApp(t *testing.T, name, script string, args ...string) mcptest.App {
 
 // runFunction runs one function of app on a spoke of m, with the plan's
 // arguments already complete (no model call).
-func runFunction(t *testing.T, m *spoke.Manager, user, app, function, args string) (spoke.Result, spoke.Info, error) {
+func runFunction(t testing.TB, m *spoke.Manager, user, app, function, args string) (spoke.Result, spoke.Info, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -44,6 +44,12 @@ func launcherMain() int {
 		fmt.Fprintln(os.Stderr, "secgpt-launch: refusing to start the app's server: it would inherit a socket on fd 3")
 		return exitSandbox
 	}
+	if policy.Notify {
+		// The listener's pipes survive Enter (which closes what is not
+		// close-on-exec) and end at Exec.
+		syscall.CloseOnExec(listenerFD)
+		syscall.CloseOnExec(listenerAckFD)
+	}
 	// Enter clears the environment; the server gets it back from Exec.
 	env := os.Environ()
 	report, err := sandbox.Enter(policy)
@@ -51,26 +57,20 @@ func launcherMain() int {
 		fmt.Fprintf(os.Stderr, "secgpt-launch: refusing to start the app's server: its sandbox could not be applied: %v\n", err)
 		return exitSandbox
 	}
+	if policy.Notify {
+		if err := handOverListener(report.Listener); err != nil {
+			fmt.Fprintf(os.Stderr, "secgpt-launch: refusing to start the app's server: %v\n", err)
+			return exitSandbox
+		}
+	}
 	if report.Weaker() {
 		fmt.Fprintf(os.Stderr, "secgpt-launch: WARNING: the app's server runs with a weaker sandbox: %s\n", report)
 	} else {
-		fmt.Fprintf(os.Stderr, "secgpt-launch: the app's server is confined: %s\n", report)
+		fmt.Fprintf(os.Stderr, "%s%s\n", launchBanner, report)
 	}
 	err = sandbox.Exec(policy, fs.Args(), env)
 	fmt.Fprintf(os.Stderr, "secgpt-launch: failed to start the app's server: %v\n", err)
 	return exitSandbox
-}
-
-// serverReadOnly are the paths every external app's server may read beyond
-// its own (its directory, scripts and declared paths) and the system
-// libraries the exec profile already allows: what interpreters read as
-// they start. All are world-readable system files that hold no secret;
-// none is writable or executable. Paths this machine lacks are skipped.
-var serverReadOnly = []struct{ path, reason string }{
-	{"/usr", "interpreters' standard libraries and data (CPython's /usr/lib/python3.*, Node's modules, /usr/share/zoneinfo)"},
-	{"/etc/ssl/openssl.cnf", "OpenSSL's configuration (CPython's ssl module loads it)"},
-	{"/etc/ssl/certs", "the public CA certificates; never /etc/ssl/private, which a hub in group ssl-cert could read"},
-	{"/etc/localtime", "the local time zone"},
 }
 
 // serverPolicy is the sandbox of an external app's server: the exec profile
@@ -83,13 +83,16 @@ func serverPolicy(decl External, spoke sandbox.Policy, proxyPort uint16) sandbox
 		Limits:      spoke.Limits,
 		Scratch:     spoke.Scratch,
 		ExecPath:    decl.Command,
+		Cgroup:      spoke.Cgroup,
+		Notify:      true,
 		AllowWeaker: spoke.AllowWeaker,
 	}
 	if proxyPort != 0 {
 		p.Profile, p.ProxyPort = sandbox.ProfileExecNet, proxyPort
 	}
 	add := func(path string) {
-		if path != "" && !slices.Contains(p.ReadOnly, path) {
+		// What is in scratch is readable (and writable) already.
+		if path != "" && !slices.Contains(p.ReadOnly, path) && !within(path, p.Scratch) {
 			p.ReadOnly = append(p.ReadOnly, path)
 		}
 	}
@@ -97,16 +100,19 @@ func serverPolicy(decl External, spoke sandbox.Policy, proxyPort uint16) sandbox
 	for _, path := range decl.ReadOnly {
 		add(path)
 	}
+	// Files and directories named in args (scripts, a filesystem server's
+	// roots) are readable; never the whole file system, and not what is
+	// already in scratch or declared read-write.
 	for _, arg := range decl.Args {
-		if filepath.IsAbs(arg) && filepath.Clean(arg) == arg {
-			if st, err := os.Stat(arg); err == nil && st.Mode().IsRegular() {
+		if filepath.IsAbs(arg) && filepath.Clean(arg) == arg && arg != "/" && !within(arg, p.Scratch) && !slices.Contains(decl.ReadWrite, arg) {
+			if st, err := os.Stat(arg); err == nil && (st.Mode().IsRegular() || st.IsDir()) {
 				add(arg)
 			}
 		}
 	}
-	for _, ro := range serverReadOnly {
-		if _, err := os.Stat(ro.path); err == nil {
-			add(ro.path)
+	for _, path := range decl.ReadWrite {
+		if !within(path, p.Scratch) && !slices.Contains(p.ReadWrite, path) {
+			p.ReadWrite = append(p.ReadWrite, path)
 		}
 	}
 	return p
@@ -118,6 +124,12 @@ type serverProcess struct {
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
 	stderr io.ReadCloser
+	// listener is its seccomp listener (Policy.Notify); nil without one.
+	listener *os.File
+	// exited is closed once the spoke has reaped it; status is then how
+	// it ended.
+	exited chan struct{}
+	status syscall.WaitStatus
 }
 
 // startServer starts the launcher, which confines itself with policy and
@@ -140,7 +152,22 @@ func startServer(decl External, policy sandbox.Policy, env []string) (*serverPro
 	if cmd.Dir == "" {
 		cmd.Dir = policy.Scratch
 	}
-	p := &serverProcess{}
+	p := &serverProcess{exited: make(chan struct{})}
+	var fromLauncher, toLauncher *os.File
+	if policy.Notify {
+		var childEnds []*os.File
+		if fromLauncher, toLauncher, childEnds, err = listenerPipes(); err != nil {
+			return nil, err
+		}
+		defer fromLauncher.Close()
+		defer toLauncher.Close()
+		cmd.ExtraFiles = childEnds // fds 3 and 4
+		defer func() {
+			for _, f := range childEnds {
+				f.Close()
+			}
+		}()
+	}
 	if p.stdin, err = cmd.StdinPipe(); err == nil {
 		if p.stdout, err = cmd.StdoutPipe(); err == nil {
 			p.stderr, err = cmd.StderrPipe()
@@ -155,6 +182,16 @@ func startServer(decl External, policy sandbox.Policy, env []string) (*serverPro
 	p.pid = cmd.Process.Pid
 	if p.pid <= 0 {
 		return nil, errors.New("failed to start the server's launcher: no process")
+	}
+	go p.reap()
+	if policy.Notify {
+		for _, f := range cmd.ExtraFiles {
+			f.Close()
+		}
+		if p.listener, err = takeListener(p.pid, fromLauncher, toLauncher); err != nil {
+			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			return nil, err
+		}
 	}
 	return p, nil
 }

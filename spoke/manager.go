@@ -71,6 +71,15 @@ type OutputHandler interface {
 	Output(ctx context.Context, out Output)
 }
 
+// TunnelHandler is a Handler that carries an external app's TLS
+// connections (see KindTunnel). It owns conn, a TCP connection accepted in
+// the spoke's network namespace, and must close it; it may go on using it
+// after it returns, until ctx, which ends with the step, is done. A tunnel
+// request to a handler without it is refused.
+type TunnelHandler interface {
+	Tunnel(ctx context.Context, req TunnelRequest, conn net.Conn) (TunnelReply, error)
+}
+
 // Info describes the process that ran a step.
 type Info struct {
 	PID int `json:"pid"`
@@ -102,6 +111,9 @@ var (
 	ErrDeadline = errors.New("deadline exceeded")
 	// ErrCrashed: the spoke process died.
 	ErrCrashed = errors.New("spoke process died")
+	// ErrOutOfMemory means the kernel killed a process of the spoke (its
+	// app's server, or the spoke) for going over its cgroup's memory bound.
+	ErrOutOfMemory = errors.New("over its memory limit")
 	// ErrProtocol: the spoke broke the ISC protocol and was killed.
 	ErrProtocol = errors.New("protocol violation")
 	// ErrFlood: the spoke sent frames faster than allowed and was killed.
@@ -376,6 +388,9 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	if err != nil {
 		return nil, m.failure(key, "has no usable sandbox policy", err)
 	}
+	// With a cgroup per spoke, memory is bounded there and an exec-profile
+	// server may reserve the address space its runtime wants.
+	policy.Cgroup, _ = sandbox.CgroupSupport()
 	encoded, err := policy.Encode()
 	if err != nil {
 		return nil, m.failure(key, "has no usable sandbox policy", err)
@@ -408,15 +423,28 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 		}
 	}
 	var fd4 *os.File
+	var fill func() error
 	if private != nil {
-		if fd4, err = privatePipe(private); err != nil {
+		if fd4, fill, err = privatePipe(private); err != nil {
 			return nil, m.failure(key, "could not be started: "+err.Error(), err)
 		}
 		defer fd4.Close()
 	}
 	c, err := m.spawn(key.appLabel(), append(append([]string{ChildArg}, args...), extra...), fd4, policy)
 	if err != nil {
+		if fill != nil {
+			_ = fill()
+		}
 		return nil, err
+	}
+	// The spoke starts its app's server only once it has read fd 4, which
+	// is filled now that the spoke is in its cgroup: the server starts
+	// there too.
+	if fill != nil {
+		if err := fill(); err != nil {
+			c.discard()
+			return nil, m.failure(key, "could not be started: "+err.Error(), err)
+		}
 	}
 	return m.ready(ctx, key, c, spawned, false)
 }
@@ -430,6 +458,11 @@ type child struct {
 	// launch is a spare's end of the pipe on which it waits for its
 	// launch arguments; nil for any other child.
 	launch *os.File
+	// cg is its cgroup; nil where the machine offers none.
+	cg *sandbox.Cgroup
+	// tunnels is the hub's end of a ProfileProxy spoke's tunnel socket;
+	// nil for any other child.
+	tunnels *net.UnixConn
 }
 
 // discard kills a child that will not be used, and reaps it.
@@ -437,10 +470,18 @@ func (c *child) discard() {
 	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	_ = c.cmd.Process.Kill()
 	c.conn.Close()
+	if c.tunnels != nil {
+		c.tunnels.Close()
+	}
 	if c.launch != nil {
 		c.launch.Close()
 	}
-	go func() { _ = c.cmd.Wait() }()
+	go func() {
+		_ = c.cmd.Wait()
+		if c.cg != nil {
+			c.cg.Remove()
+		}
+	}()
 }
 
 // spawn starts the binary with args under policy, with its ISC channel on
@@ -461,23 +502,57 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 	cmd := exec.Command(m.opts.Binary, args...)
 	cmd.Args[0] = "secgpt-spoke"
 	cmd.ExtraFiles = []*os.File{childFile} // fd 3
-	if fd4 != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, fd4)
+	if fd4 != nil || policy.Profile == sandbox.ProfileProxy {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, fd4) // fd 4; closed if nil
+	}
+	var tunnels *net.UnixConn
+	if policy.Profile == sandbox.ProfileProxy {
+		var spokeEnd *os.File
+		if tunnels, spokeEnd, err = tunnelPair(); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		defer spokeEnd.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, spokeEnd) // fd 5: TunnelFD
+	}
+	closeAll := func() {
+		conn.Close()
+		if tunnels != nil {
+			tunnels.Close()
+		}
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		conn.Close()
+		closeAll()
 		return nil, fmt.Errorf("failed to open spoke log pipe: %w", err)
 	}
 	if err := sandbox.Prepare(cmd, policy); err != nil {
-		conn.Close()
+		closeAll()
 		return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 	}
+	var cg *sandbox.Cgroup
+	if policy.Cgroup {
+		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
+			closeAll()
+			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
+		}
+	}
 	if err := cmd.Start(); err != nil {
-		conn.Close()
+		closeAll()
+		if cg != nil {
+			cg.Remove()
+		}
 		return nil, &Failure{App: label, Message: "could not start", Err: err}
 	}
-	return &child{cmd: cmd, conn: conn, stderr: stderr}, nil
+	c := &child{cmd: cmd, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}
+	if cg != nil {
+		// Fail closed: a spoke outside its cgroup has no memory bound.
+		if err := cg.Add(cmd.Process.Pid); err != nil {
+			c.discard()
+			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
+		}
+	}
+	return c, nil
 }
 
 // ready supervises c as the spoke for key and waits for its ready frame.
@@ -488,6 +563,7 @@ func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Tim
 		cmd:        c.cmd,
 		pid:        c.cmd.Process.Pid,
 		conn:       c.conn,
+		tunnels:    c.tunnels,
 		enc:        NewEncoder(c.conn, m.opts.MaxFrame),
 		frames:     make(chan Frame, 16),
 		dead:       make(chan struct{}),
@@ -496,6 +572,7 @@ func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Tim
 		stepTime:   m.opts.StepTimeout,
 		lastUsed:   time.Now(),
 		prestarted: prestarted,
+		cg:         c.cg,
 	}
 	p.log = m.opts.Log.With().Str("user", key.User).Str("app", key.appLabel()).Int("spoke_pid", p.pid).Logger()
 	go p.forwardLogs(c.stderr)
@@ -524,24 +601,26 @@ func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Tim
 	}
 }
 
-// privatePipe returns the read end of a pipe that holds b and is closed for
-// writing. b must fit the pipe's buffer, which is written before the child
-// starts.
-func privatePipe(b []byte) (*os.File, error) {
+// privatePipe returns the read end of a pipe for b and fill, which writes b
+// and closes the write end. b must fit the pipe's buffer, so fill never
+// blocks.
+func privatePipe(b []byte) (r *os.File, fill func() error, err error) {
 	if len(b) > maxPrivate {
-		return nil, fmt.Errorf("private data of %d bytes is over the %d-byte limit", len(b), maxPrivate)
+		return nil, nil, fmt.Errorf("private data of %d bytes is over the %d-byte limit", len(b), maxPrivate)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("failed to make the private pipe: %w", err)
+		return nil, nil, fmt.Errorf("failed to make the private pipe: %w", err)
 	}
-	_, err = w.Write(b)
-	if cerr := w.Close(); err == nil {
-		err = cerr
+	fill = func() error {
+		_, err := w.Write(b)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("failed to fill the private pipe: %w", err)
+		}
+		return nil
 	}
-	if err != nil {
-		r.Close()
-		return nil, fmt.Errorf("failed to fill the private pipe: %w", err)
-	}
-	return r, nil
+	return r, fill, nil
 }

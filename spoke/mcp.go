@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -44,11 +43,6 @@ const (
 	stderrTail           = 3
 )
 
-// ScratchPlaceholder, in the value of an external app's environment
-// variable, stands for the spoke's scratch directory (per user and app),
-// for a server that takes the path of its state from a variable.
-const ScratchPlaceholder = "{scratch}"
-
 // UntrustedTextField is the one field of the result of a tool without an
 // output schema: the tool's text, bounded, as third-party data.
 const UntrustedTextField = "untrusted_text"
@@ -65,6 +59,7 @@ type externalApp struct {
 	decl   External
 	server *serverProcess
 	proxy  *egressProxy // nil without egress
+	direct *transparent // nil without egress
 	out    *stdoutFilter
 	log    zerolog.Logger
 
@@ -78,6 +73,10 @@ type externalApp struct {
 
 	stderrMu sync.Mutex
 	tail     []string
+	refused  []string // syscalls the sandbox refused the server, by name
+
+	egressMu      sync.Mutex
+	egressRefused []string // TLS connections egress refused during the call
 
 	// callMu guards calling: the proxy forwards a request only while a
 	// tool call is in progress, and a call ends only once every request it
@@ -109,17 +108,13 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 	if decl.CallTimeout <= 0 {
 		e.decl.CallTimeout = defaultCallTimeout
 	}
-	// A value may name the scratch directory, the one place the server may
-	// write, which is per user: {scratch}.
-	for i, v := range env {
-		env[i] = strings.ReplaceAll(v, ScratchPlaceholder, policy.Scratch)
+	// A home, XDG directories and a temporary directory in the scratch
+	// directory, and the declaration's placeholders expanded (serverfiles.go).
+	if e.decl, err = withScratch(e.decl, policy.Scratch); err != nil {
+		return nil, err
 	}
-	// A home and a temporary directory, unless the app set its own: the
-	// scratch directory.
-	for _, k := range []string{"HOME", "TMPDIR"} {
-		if policy.Scratch != "" && !slices.ContainsFunc(env, func(v string) bool { return strings.HasPrefix(v, k+"=") }) {
-			env = append(env, k+"="+policy.Scratch)
-		}
+	if env, err = scratchVars(env, policy.Scratch); err != nil {
+		return nil, err
 	}
 	var port uint16
 	if decl.Egress && policy.Scratch == "" {
@@ -138,6 +133,16 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 		e.proxy.forward = e.forward
 		port = e.proxy.port()
 		env = append(env, e.proxy.env()...)
+		if own, why := sandbox.OwnNetworkNamespace(); own {
+			if e.direct, err = openTransparent(e.log.With().Str("component", "egress_transparent").Logger()); err != nil {
+				return nil, err
+			}
+		} else {
+			e.log.Warn().Str("why", why).Msg("No network namespace of its own (weaker sandbox allowed): the app reaches the network through its proxy only")
+		}
+		if err := sandbox.DropCapabilities(); err != nil {
+			return nil, err
+		}
 	}
 	if e.server, err = startServer(e.decl, serverPolicy(e.decl, policy, port), env); err != nil {
 		return nil, err
@@ -146,6 +151,7 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 		e.log.Warn().Str("line", bounded(line, 200)).Msg("Skipped a line of the app server's stdout that is not a JSON-RPC message")
 	})
 	go e.logStderr()
+	go e.serveListener()
 	return e, nil
 }
 
@@ -155,6 +161,9 @@ func (e *externalApp) attach(rt *runtime) {
 	e.rt = rt
 	if e.proxy != nil {
 		go e.proxy.serve()
+		if e.direct != nil {
+			go e.direct.serve(e.proxy, e.carry)
+		}
 	}
 }
 
@@ -265,6 +274,7 @@ func (e *externalApp) Call(ctx context.Context, _ apps.Env, function string, arg
 	e.callMu.Lock()
 	e.calling = true
 	e.callMu.Unlock()
+	e.takeRefusals() // those of an earlier call, or of none
 	defer func() {
 		// Waits for the proxy's requests in flight.
 		e.callMu.Lock()
@@ -279,7 +289,8 @@ func (e *externalApp) Call(ctx context.Context, _ apps.Env, function string, arg
 		e.fail(err)
 		return nil, err
 	}
-	return MCPResult(res, e.typed[function])
+	out, err := MCPResult(res, e.typed[function])
+	return out, e.withRefusals(err)
 }
 
 // forward is the proxy's way to the broker: only during a tool call.
@@ -317,24 +328,12 @@ func (e *externalApp) explain(ctx context.Context, what string, err error) error
 	case e.out.over():
 		return fmt.Errorf("the MCP server sent a message over the %d-byte limit during %s", maxMCPMessage, what)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("the MCP server did not answer %s within %s%s", what, e.decl.CallTimeout, e.out.skippedLines())
+		return e.diagnose(what, fmt.Sprintf("did not answer within %s%s", e.decl.CallTimeout, e.out.skippedLines()))
 	case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("the MCP server exited or closed its output during %s%s", what, e.lastWords())
+		return e.diagnose(what, "exited or closed its output")
 	default:
-		return fmt.Errorf("the MCP server failed %s: %s%s", what, bounded(err.Error(), 300), e.lastWords())
+		return e.diagnose(what, "failed: "+bounded(err.Error(), 300))
 	}
-}
-
-// lastWords are the server's last lines on stderr, for an error message.
-func (e *externalApp) lastWords() string {
-	// Give a dying server's last writes a moment to arrive.
-	time.Sleep(50 * time.Millisecond)
-	e.stderrMu.Lock()
-	defer e.stderrMu.Unlock()
-	if len(e.tail) == 0 {
-		return ""
-	}
-	return " (its stderr: " + strings.Join(e.tail, " | ") + ")"
 }
 
 // logStderr logs the server's stderr, bounded and rate-limited, and keeps
@@ -353,12 +352,14 @@ func (e *externalApp) logStderr() {
 					_, err = r.ReadSlice('\n')
 				}
 			}
-			e.stderrMu.Lock()
-			e.tail = append(e.tail, bounded(text, 200))
-			if len(e.tail) > stderrTail {
-				e.tail = e.tail[1:]
+			if !strings.HasPrefix(text, launchBanner) {
+				e.stderrMu.Lock()
+				e.tail = append(e.tail, bounded(text, 200))
+				if len(e.tail) > stderrTail {
+					e.tail = e.tail[1:]
+				}
+				e.stderrMu.Unlock()
 			}
-			e.stderrMu.Unlock()
 			if now := time.Now(); now.Sub(window) > time.Second {
 				if dropped > 0 {
 					e.log.Warn().Int("dropped", dropped).Msg("Dropped app server stderr lines over the rate limit")

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/sandbox"
 )
 
 // The parent side's view of one running spoke: reading and writing its
@@ -25,16 +27,20 @@ import (
 
 // process is one running spoke child.
 type process struct {
-	key    Key
-	cmd    *exec.Cmd
-	pid    int
-	conn   net.Conn
-	enc    *Encoder
-	frames chan Frame
-	log    zerolog.Logger
+	key  Key
+	cmd  *exec.Cmd
+	pid  int
+	conn net.Conn
+	// tunnels is the hub's end of the tunnel socket of a ProfileProxy
+	// spoke (see TunnelFD); nil for others.
+	tunnels *net.UnixConn
+	enc     *Encoder
+	frames  chan Frame
+	log     zerolog.Logger
 
-	startup    time.Duration // spawn to ready
-	prestarted bool          // started from a spare
+	startup    time.Duration   // spawn to ready
+	prestarted bool            // started from a spare
+	cg         *sandbox.Cgroup // nil where the machine offers none
 
 	busy     chan struct{}
 	nextID   uint64
@@ -77,6 +83,9 @@ func (p *process) kill(cause error) {
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
 	_ = p.cmd.Process.Kill()
 	p.conn.Close()
+	if p.tunnels != nil {
+		p.tunnels.Close()
+	}
 }
 
 // gone reports whether the process was killed or has exited.
@@ -100,6 +109,9 @@ func (p *process) deathCause() error {
 
 func (p *process) wait() {
 	err := p.cmd.Wait()
+	if oom := p.outOfMemory(); oom != nil {
+		err = oom
+	}
 	p.deathOnce.Do(func() {
 		p.deathErr = fmt.Errorf("%w: %w", ErrCrashed, err)
 	})
@@ -109,11 +121,27 @@ func (p *process) wait() {
 	// Whatever the spoke left in its group goes with it: an external app's
 	// server, which its spoke could not signal across their sandboxes.
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	if p.cg != nil {
+		p.cg.Remove()
+	}
 	// What the spoke wrote before it exited (a result, then exit: an
 	// external app whose server failed) is still read; the deadline ends
 	// the reader should a descendant hold the spoke's end open.
 	_ = p.conn.SetReadDeadline(time.Now().Add(exitDrain))
+	if p.tunnels != nil {
+		// Connections it passed and the hub has not taken go with it.
+		p.tunnels.Close()
+	}
 	close(p.dead)
+}
+
+// outOfMemory is an ErrOutOfMemory error if the kernel killed a process of
+// the spoke for going over its memory bound, else nil.
+func (p *process) outOfMemory() error {
+	if p.cg == nil || p.cg.OOMKills() == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w of %d MiB: the kernel killed a process of the app", ErrOutOfMemory, p.cg.Memory>>20)
 }
 
 // exitDrain bounds reading what a spoke wrote before it exited.
@@ -239,6 +267,8 @@ func describeDeath(cause error) string {
 		return "broke the protocol and was stopped"
 	case errors.Is(cause, ErrFlood):
 		return "flooded the channel and was stopped"
+	case errors.Is(cause, ErrOutOfMemory):
+		return "was killed: " + cause.Error()
 	case errors.Is(cause, ErrDeadline):
 		return "did not finish in time and was stopped"
 	case errors.Is(cause, ErrCancelled):
@@ -275,8 +305,11 @@ func describeWriteFailure(err error) (string, error) {
 func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, error) {
 	fail := func(msg string, cause error) (Result, error) {
 		// When the reader already stopped the spoke, its reason is the
-		// real one; a failed write is only its echo.
-		if p.killed.Load() {
+		// real one; a failed write is only its echo. So is any failure
+		// once the kernel killed a process of the spoke for its memory.
+		if oom := p.outOfMemory(); oom != nil {
+			cause, msg = oom, describeDeath(oom)
+		} else if p.killed.Load() {
 			p.deathOnce.Do(func() {})
 			cause, msg = p.deathErr, describeDeath(p.deathErr)
 		}
@@ -291,6 +324,10 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 			panic(r)
 		}
 	}()
+	// Whatever a request starts that may outlive it (a tunnel) ends with
+	// the step.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	p.nextID++
 	stepID := p.nextID
 	p.rate.reset()
@@ -336,6 +373,13 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 			var res Result
 			if err := DecodeBody(f.Body, &res); err != nil {
 				return fail("sent a malformed result and was stopped", fmt.Errorf("%w: %v", ErrProtocol, err))
+			}
+			if res.Error != "" {
+				// The app's server died under its spoke: say so if
+				// the kernel killed it for its memory.
+				if oom := p.outOfMemory(); oom != nil {
+					res.Error = "killed: " + oom.Error() + "; " + res.Error
+				}
 			}
 			return res, nil
 		case KindReady:
@@ -403,6 +447,21 @@ func (p *process) serve(ctx context.Context, f Frame, h Handler) (Frame, error) 
 		var req DataOp
 		if err = decode(&req); err == nil {
 			out, err = h.Data(ctx, req)
+		}
+	case KindTunnel:
+		var req TunnelRequest
+		if err = decode(&req); err != nil {
+			break
+		}
+		var conn net.Conn
+		if conn, err = p.receiveTunnel(req.Seq); err != nil {
+			return reply, err
+		}
+		if th, ok := h.(TunnelHandler); ok {
+			out, err = th.Tunnel(ctx, req, conn)
+		} else {
+			conn.Close()
+			err = errNoTunnels
 		}
 	default:
 		return reply, fmt.Errorf("%w: unexpected %q frame during a step", ErrProtocol, f.Kind)

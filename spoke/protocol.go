@@ -47,6 +47,10 @@ const (
 	KindMemory Kind = "memory"
 	// KindData reads or writes the app's own per-user data (DataOp → DataReply).
 	KindData Kind = "data"
+	// KindTunnel asks the egress broker to carry one TLS connection of an
+	// external app's server (TunnelRequest → TunnelReply); the connection
+	// itself crosses on the spoke's tunnel socket (see TunnelFD).
+	KindTunnel Kind = "tunnel"
 	// KindOutput reports, during a step that writes an answer, the planned
 	// function's result as soon as it is known, before the spoke's model
 	// writes the answer from it; its body is an Output and it gets no
@@ -60,6 +64,7 @@ const (
 var spokeKinds = map[Kind]bool{
 	KindReady: true, KindLLM: true, KindProbe: true, KindAppCall: true,
 	KindHTTP: true, KindMemory: true, KindData: true, KindOutput: true, KindResult: true,
+	KindTunnel: true,
 }
 
 var hubKinds = map[Kind]bool{KindStep: true, KindReply: true}
@@ -244,6 +249,9 @@ type Result struct {
 	Answer string `json:"answer,omitempty"`
 	// Error says why the step failed, in words for the user.
 	Error string `json:"error,omitempty"`
+	// Diagnosis, when an external app's server failed, says why in parts
+	// (exit, refused syscalls, last stderr lines); Error is its one line.
+	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
 	// Calls are the function calls the spoke ran or saw refused during the
 	// step, as the spoke reports them: for the record, never for a decision.
 	Calls []CallLog `json:"calls,omitempty"`
@@ -320,6 +328,17 @@ type HTTPResponse struct {
 	Status int                 `json:"status"`
 	Header map[string][]string `json:"header,omitempty"`
 	Body   []byte              `json:"body,omitempty"`
+}
+
+// TunnelRequest asks the broker to carry the TCP connection the spoke sent
+// on its tunnel socket just before, in a message carrying Seq.
+type TunnelRequest struct {
+	Seq uint64 `json:"seq"`
+}
+
+// TunnelReply says which server the broker connected the tunnel to.
+type TunnelReply struct {
+	Host string `json:"host"`
 }
 
 // MemoryAppend adds one entry to the spoke's own memory.

@@ -36,6 +36,9 @@ import (
 // from a CA it made at start, which only this spoke's server is told to
 // trust, and forwards each request inside the tunnel the same way.
 //
+// Clients that ignore proxy variables reach the broker through the spoke's
+// listeners on ports 80 and 443 instead (see transparent).
+//
 // It decides nothing: the broker allows the app's declared domains only,
 // checks every address and redirect, and audits each request. A refusal
 // reaches the server as a 403 response carrying the broker's reason.
@@ -140,8 +143,33 @@ func (p *egressProxy) makeCA(scratch string) error {
 	p.caKey, p.leaf = key, leaf
 	p.caPath = filepath.Join(scratch, proxyCAFile)
 	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	// The file replaces the system's roots for clients that read it
+	// (SSL_CERT_FILE): those that reach port 443 directly, not through
+	// the proxy, verify the real server against the system's roots.
+	pemBytes = append(pemBytes, systemRoots()...)
 	if err := os.WriteFile(p.caPath, pemBytes, 0o644); err != nil {
 		return fmt.Errorf("failed to write the egress proxy's CA certificate: %w", err)
+	}
+	return nil
+}
+
+// systemRootFiles are where Linux distributions keep their CA bundle (as
+// crypto/x509 looks for it).
+var systemRootFiles = []string{
+	"/etc/ssl/certs/ca-certificates.crt",
+	"/etc/pki/tls/certs/ca-bundle.crt",
+	"/etc/ssl/ca-bundle.pem",
+	"/etc/pki/tls/cacert.pem",
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+	"/etc/ssl/cert.pem",
+}
+
+// systemRoots returns the machine's CA bundle, or nothing.
+func systemRoots() []byte {
+	for _, f := range systemRootFiles {
+		if b, err := os.ReadFile(f); err == nil {
+			return b
+		}
 	}
 	return nil
 }

@@ -109,6 +109,13 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 		c.discard()
 		return nil, nil
 	}
+	if c.cg != nil {
+		// The spare's cgroup was made for the spare policy's limits.
+		if err := c.cg.Update(policy.Limits.WithDefaults(policy.Profile)); err != nil {
+			c.discard()
+			return nil, err
+		}
+	}
 	// A spare reads at once; one that died leaves a broken pipe.
 	_ = c.launch.SetWriteDeadline(time.Now().Add(m.opts.StartTimeout))
 	_, err = c.launch.Write(b)

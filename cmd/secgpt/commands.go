@@ -198,8 +198,7 @@ func printApp(w io.Writer, s apps.Spec, l sandbox.Limits) {
 	}
 	fmt.Fprintf(w, "  description: %s\n", oneLine(s.Description, 200))
 	fmt.Fprintf(w, "  egress:      %s\n", egress)
-	fmt.Fprintf(w, "  sandbox:     profile %s, cpu %ds, address space %d MiB, file size %d MiB, open files %d\n",
-		s.Profile, l.CPUSeconds, l.AddressSpace>>20, l.FileSize>>20, l.OpenFiles)
+	fmt.Fprintf(w, "  sandbox:     profile %s, %s\n", s.Profile, limitsLine(l, s.Profile == apps.ProfileExec))
 	fmt.Fprintf(w, "  functions:  ")
 	for _, f := range s.Functions {
 		fmt.Fprintf(w, " %s", f.Name)
@@ -245,4 +244,15 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "seeded %d documents for %s\n", n, *user)
 	return nil
+}
+
+// limitsLine describes a spoke's limits on one line; external says the app
+// is an external app's server.
+func limitsLine(l sandbox.Limits, external bool) string {
+	as := fmt.Sprintf("address space %d MiB", l.AddressSpace>>20)
+	if ok, _ := sandbox.CgroupSupport(); ok && external {
+		as += " (not applied to an external app's server: its memory is bounded)"
+	}
+	return fmt.Sprintf("cpu %ds, memory %d MiB, tasks %d, %s, file size %d MiB, open files %d",
+		l.CPUSeconds, l.Memory>>20, l.Tasks, as, l.FileSize>>20, l.OpenFiles)
 }

@@ -167,6 +167,11 @@ type LimitsConfig struct {
 	AddressSpaceBytes uint64 `yaml:"address_space_bytes"`
 	FileSizeBytes     uint64 `yaml:"file_size_bytes"`
 	OpenFiles         uint64 `yaml:"open_files"`
+	// MemoryBytes bounds the memory of the app's spoke and its server
+	// (a cgroup per spoke, where the machine offers cgroups).
+	MemoryBytes uint64 `yaml:"memory_bytes"`
+	// Tasks bounds the processes and threads of the spoke and its server.
+	Tasks uint64 `yaml:"tasks"`
 }
 
 type LoggingConfig struct {
@@ -498,6 +503,12 @@ func (e EndpointConfig) validate(prefix string, simulated bool) error {
 func (l LimitsConfig) validate(prefix string) error {
 	if l.AddressSpaceBytes != 0 && l.AddressSpaceBytes < sandbox.MinAddressSpace {
 		return fmt.Errorf("config: %s.address_space_bytes: must be 0 (the default) or at least %d: the Go runtime of a spoke needs it", prefix, uint64(sandbox.MinAddressSpace))
+	}
+	if l.MemoryBytes != 0 && l.MemoryBytes < sandbox.MinMemory {
+		return fmt.Errorf("config: %s.memory_bytes: must be 0 (the default) or at least %d", prefix, uint64(sandbox.MinMemory))
+	}
+	if l.Tasks != 0 && l.Tasks < sandbox.MinTasks {
+		return fmt.Errorf("config: %s.tasks: must be 0 (the default) or at least %d", prefix, sandbox.MinTasks)
 	}
 	return nil
 }

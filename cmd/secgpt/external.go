@@ -51,6 +51,10 @@ type ExternalApp struct {
 	Limits LimitsConfig `yaml:"limits" json:"limits"`
 	// ReadOnly are further absolute paths the server may read.
 	ReadOnly []string `yaml:"read_only" json:"read_only,omitempty"`
+	// ReadWrite are further absolute paths the server may read and write.
+	// Here, in ReadOnly, Args and Dir, a leading {scratch} stands for the
+	// (user, app)'s scratch directory (created on need).
+	ReadWrite []string `yaml:"read_write" json:"read_write,omitempty"`
 
 	// identity and functions are what discovery found at start (see
 	// discoverExternal): a spoke is refused a changed app.
@@ -58,7 +62,7 @@ type ExternalApp struct {
 }
 
 // reservedEnv are variables the spoke sets for an external app itself.
-var reservedEnv = append([]string{"HOME", "TMPDIR"}, spoke.ProxyEnv...)
+var reservedEnv = append(spoke.ScratchEnv(), spoke.ProxyEnv...)
 
 // validateExternal checks every declaration, each problem one line naming
 // the field, and marks the declared apps installed in seen.
@@ -86,13 +90,21 @@ func (a AppsConfig) validateExternal(seen map[string]bool) error {
 			}
 		}
 		if e.Dir != "" {
-			if err := checkExisting(e.Dir, true); err != nil {
+			if err := checkDeclaredPath(e.Dir, true); err != nil {
 				return bad(".dir", "%v", err)
 			}
 		}
 		for j, p := range e.ReadOnly {
-			if err := checkExisting(p, false); err != nil {
+			if err := checkDeclaredPath(p, false); err != nil {
 				return bad(fmt.Sprintf(".read_only[%d]", j), "%v", err)
+			}
+		}
+		for j, p := range e.ReadWrite {
+			if err := checkDeclaredPath(p, true); err != nil {
+				return bad(fmt.Sprintf(".read_write[%d]", j), "%v", err)
+			}
+			if p == "/" {
+				return bad(fmt.Sprintf(".read_write[%d]", j), "may not be the root directory")
 			}
 		}
 		for _, k := range sortedNames(e.Env) {
@@ -155,6 +167,19 @@ func checkCommand(path string) error {
 	return nil
 }
 
+// checkDeclaredPath requires a path in the scratch directory
+// ("{scratch}/…", made when the spoke starts) or an existing clean
+// absolute path (a directory if dir).
+func checkDeclaredPath(path string, dir bool) error {
+	if rest, ok := strings.CutPrefix(path, spoke.ScratchPlaceholder); ok {
+		if rest != "" && (!strings.HasPrefix(rest, "/") || filepath.Clean(rest) != rest || strings.Contains(rest, "..")) {
+			return fmt.Errorf("%q: after %s comes nothing or a clean path starting with /", path, spoke.ScratchPlaceholder)
+		}
+		return nil
+	}
+	return checkExisting(path, dir)
+}
+
 // checkExisting requires a clean absolute path that exists (a directory if
 // dir).
 func checkExisting(path string, dir bool) error {
@@ -193,23 +218,11 @@ func (a AppsConfig) externalApp(name string) (ExternalApp, bool) {
 	return ExternalApp{}, false
 }
 
-// limits are the app's sandbox limits: the defaults, the config's for every
-// spoke and for the app, then its declaration's.
+// limits are the app's sandbox limits: the exec profile's defaults (its
+// server's profile: the spoke's cgroup holds the server), the config's for
+// every spoke and for the app, then its declaration's.
 func (e ExternalApp) limits(sb SandboxConfig) sandbox.Limits {
-	l := sandboxLimits(sb, e.Name)
-	if e.Limits.CPUSeconds > 0 {
-		l.CPUSeconds = e.Limits.CPUSeconds
-	}
-	if e.Limits.AddressSpaceBytes > 0 {
-		l.AddressSpace = e.Limits.AddressSpaceBytes
-	}
-	if e.Limits.FileSizeBytes > 0 {
-		l.FileSize = e.Limits.FileSizeBytes
-	}
-	if e.Limits.OpenFiles > 0 {
-		l.OpenFiles = e.Limits.OpenFiles
-	}
-	return l
+	return overrideLimits(sandbox.DefaultLimitsFor(sandbox.ProfileExec), sb.LimitsConfig, sb.Apps[e.Name], e.Limits)
 }
 
 // appLimits are the sandbox limits of any installed app.
@@ -248,7 +261,7 @@ func externalExtra(cfg Config) func(spoke.Key) ([]string, []byte, error) {
 			return nil, nil, nil
 		}
 		decl := spoke.External{
-			Name: e.Name, Command: e.Command, Args: e.Args, Dir: e.Dir, ReadOnly: e.ReadOnly,
+			Name: e.Name, Command: e.Command, Args: e.Args, Dir: e.Dir, ReadOnly: e.ReadOnly, ReadWrite: e.ReadWrite,
 			Description: e.Description, Egress: len(e.Egress) > 0, CallTimeout: cfg.Deadlines.Step * 3 / 4,
 		}
 		if !spoke.IsDiscovery(k) && e.identity != "" {

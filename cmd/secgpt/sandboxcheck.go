@@ -137,6 +137,5 @@ func runSandboxCheck(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 func describeLimits(l sandbox.Limits) string {
-	return fmt.Sprintf("cpu %d s (lowered for the check), address space %d MiB, file size %d MiB, open files %d; step deadline %v (lowered for the check)",
-		l.CPUSeconds, l.AddressSpace>>20, l.FileSize>>20, l.OpenFiles, checkStepLimit)
+	return fmt.Sprintf("%s; cpu lowered for the check; step deadline %v (lowered for the check)", limitsLine(l, false), checkStepLimit)
 }

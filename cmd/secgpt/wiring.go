@@ -103,11 +103,15 @@ func (s *system) Close() {
 	}
 }
 
-// sandboxLimits are the default limits, with the config's overrides for
-// every spoke and then for the app.
+// sandboxLimits are the default limits of a built-in app's spoke, with the
+// config's overrides for every spoke and then for the app.
 func sandboxLimits(cfg SandboxConfig, app string) sandbox.Limits {
-	l := sandbox.DefaultLimits()
-	for _, o := range []LimitsConfig{cfg.LimitsConfig, cfg.Apps[app]} {
+	return overrideLimits(sandbox.DefaultLimits(), cfg.LimitsConfig, cfg.Apps[app])
+}
+
+// overrideLimits sets in l every limit that an override, in order, sets.
+func overrideLimits(l sandbox.Limits, overrides ...LimitsConfig) sandbox.Limits {
+	for _, o := range overrides {
 		if o.CPUSeconds > 0 {
 			l.CPUSeconds = o.CPUSeconds
 		}
@@ -119,6 +123,12 @@ func sandboxLimits(cfg SandboxConfig, app string) sandbox.Limits {
 		}
 		if o.OpenFiles > 0 {
 			l.OpenFiles = o.OpenFiles
+		}
+		if o.MemoryBytes > 0 {
+			l.Memory = o.MemoryBytes
+		}
+		if o.Tasks > 0 {
+			l.Tasks = o.Tasks
 		}
 	}
 	return l

@@ -108,7 +108,10 @@ type Broker struct {
 	own   *ownAddrs
 }
 
-var _ hub.Egress = (*Broker)(nil)
+var (
+	_ hub.Egress       = (*Broker)(nil)
+	_ hub.EgressTunnel = (*Broker)(nil)
+)
 
 // New returns a broker with opts, defaults filled in.
 func New(opts Options) *Broker {

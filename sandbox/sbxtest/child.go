@@ -209,7 +209,12 @@ func execDeclared(enter func() error, p sandbox.Policy, args []string) (string, 
 	if p.Profile != sandbox.ProfileExec && p.Profile != sandbox.ProfileExecNet {
 		return "execve", syscall.Exec("/bin/true", []string{"true"}, nil)
 	}
-	return "exec", sandbox.Exec(p, args, []string{})
+	var env []string
+	if p.Scratch != "" {
+		// Where servers keep state and temporary files, as the spoke sets.
+		env = []string{"HOME=" + p.Scratch, "TMPDIR=" + p.Scratch}
+	}
+	return "exec", sandbox.Exec(p, args, env)
 }
 
 // cloneProcess asks for a new process (no CLONE_THREAD). If the filter let
@@ -443,6 +448,18 @@ func workload(args []string) (string, error) {
 func proxy(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
 	if err := sandbox.UpLoopback(); err != nil {
 		return "", fmt.Errorf("failed to bring up loopback: %w", err)
+	}
+	// Ports 80 and 443 of its own namespace, as the spoke's transparent
+	// egress listens (CAP_NET_BIND_SERVICE), then no capability.
+	for _, port := range []string{"80", "443"} {
+		ln, err := net.Listen("tcp4", "0.0.0.0:"+port)
+		if err != nil {
+			return "", fmt.Errorf("failed to listen on port %s: %w", port, err)
+		}
+		defer ln.Close()
+	}
+	if err := sandbox.DropCapabilities(); err != nil {
+		return "", err
 	}
 	caps, err := capabilitySets()
 	if err != nil {

@@ -153,7 +153,8 @@ func ExecHelper(tb testing.TB) string {
 // netHelperSource is the program the exec_net tests run as ExecPath: it
 // tries, in its own network namespace (loopback down), every way out a
 // server of an external app might try, and reports each like the exec
-// helper. argv[1] is the port the policy allows, argv[2] another.
+// helper. argv[1] is the port the policy allows, argv[2] another; ports 80
+// and 443 are the spoke's transparent listeners.
 const netHelperSource = `#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -184,7 +185,15 @@ int main(int argc, char **argv) {
 	int pair[2];
 	report("connect_proxy_port", connect_to(atoi(argv[1])));
 	report("connect_other_port", connect_to(atoi(argv[2])));
+	report("connect_http_port", connect_to(80));
+	report("connect_https_port", connect_to(443));
 	report("socket_udp", socket(AF_INET, SOCK_DGRAM, 0));
+	report("socket_udplite", socket(AF_INET, SOCK_DGRAM, IPPROTO_UDPLITE));
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in outside = {.sin_family = AF_INET, .sin_port = htons(53)};
+	outside.sin_addr.s_addr = htonl(0x08080808);
+	report("udp_sendto_address", sendto(u, "x", 1, 0, (struct sockaddr *)&outside, sizeof outside));
+	report("udp_connect_outside", connect(u, (struct sockaddr *)&outside, sizeof outside));
 	report("socket_inet6", socket(AF_INET6, SOCK_STREAM, 0));
 	report("socket_unix", socket(AF_UNIX, SOCK_STREAM, 0));
 	report("socketpair_dgram", socketpair(AF_UNIX, SOCK_DGRAM, 0, pair));
@@ -241,6 +250,9 @@ type Child struct {
 	// Unsandboxed runs the attempt without Prepare and Enter: the control
 	// that shows an attempt the sandbox denies would otherwise succeed.
 	Unsandboxed bool
+	// Cgroup, when set, is the cgroup the child is moved into as soon as
+	// it has started, as the spoke manager does.
+	Cgroup *sandbox.Cgroup
 }
 
 // Outcome is what the parent saw of one child.
@@ -311,6 +323,13 @@ func Run(tb testing.TB, c Child) Outcome {
 		tb.Fatalf("failed to start child: %v", err)
 	}
 	child.Close()
+	if c.Cgroup != nil {
+		if err := c.Cgroup.Add(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			tb.Fatal(err)
+		}
+	}
 	err = cmd.Wait()
 	out := Outcome{Stdout: stdout.String(), Stderr: stderr.String(), Elapsed: time.Since(start)}
 	out.ExitCode = cmd.ProcessState.ExitCode()

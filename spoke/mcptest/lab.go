@@ -8,12 +8,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +59,7 @@ type Lab struct {
 
 	web, tlsWeb *httptest.Server
 	roots       *x509.CertPool
+	caPEM       []byte
 	hits        sync.Map // path → *atomic.Int64
 
 	mu      sync.Mutex
@@ -78,7 +82,7 @@ func NewLab(tb testing.TB) *Lab {
 	tb.Cleanup(func() { l.UDP.conn.Close() })
 	l.web = httptest.NewServer(http.HandlerFunc(l.serve))
 	tb.Cleanup(l.web.Close)
-	l.tlsWeb, l.roots = tlsServer(tb, http.HandlerFunc(l.serve), PublicHost)
+	l.tlsWeb, l.roots, l.caPEM = tlsServer(tb, http.HandlerFunc(l.serve), PublicHost)
 	return l
 }
 
@@ -163,7 +167,7 @@ func (l *Lab) dial(ctx context.Context, network, addr string) (net.Conn, error) 
 }
 
 // tlsServer serves h over TLS with a certificate for names.
-func tlsServer(tb testing.TB, h http.Handler, names ...string) (*httptest.Server, *x509.CertPool) {
+func tlsServer(tb testing.TB, h http.Handler, names ...string) (*httptest.Server, *x509.CertPool, []byte) {
 	tb.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -189,7 +193,19 @@ func tlsServer(tb testing.TB, h http.Handler, names ...string) (*httptest.Server
 	tb.Cleanup(srv.Close)
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	return srv, pool
+	return srv, pool, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// CAFile writes the certificate that the lab's HTTPS server presents (its
+// own CA) into dir, readable by all, and returns its path: a client that
+// reaches the server end to end verifies it with this.
+func (l *Lab) CAFile(tb testing.TB, dir string) string {
+	tb.Helper()
+	path := filepath.Join(dir, "lab-ca.pem")
+	if err := os.WriteFile(path, l.caPEM, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
 
 // TCPTrap is a listener on 127.0.0.1 that counts what it accepts.

@@ -28,7 +28,7 @@ import (
 	"github.com/secgpt/secgpt/spoke/spoketest"
 )
 
-//go:embed fixtures/*.py
+//go:embed fixtures/*.py fixtures/*.js
 var fixtures embed.FS
 
 // Dir returns a new directory, removed when the test ends, that every uid

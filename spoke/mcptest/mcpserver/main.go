@@ -2,11 +2,17 @@
 // binary built with the official SDK's server side, speaking over stdio.
 // add declares an output schema (its result is typed); greet does not
 // (its text is handed on as untrusted text); fetch GETs a URL through the
-// environment's proxy, as any Go program's default client does.
+// environment's proxy, as any Go program's default client does, or, with
+// FETCH_DIRECT=1 in its environment, with a client that ignores proxy
+// variables and trusts the CA in the file LAB_CA, as a program that never
+// heard of secgpt's proxy would.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -53,7 +59,13 @@ func main() {
 			if err != nil {
 				return nil, nil, err
 			}
-			resp, err := http.DefaultClient.Do(req)
+			client := http.DefaultClient
+			if os.Getenv("FETCH_DIRECT") == "1" {
+				if client, err = directClient(); err != nil {
+					return nil, nil, err
+				}
+			}
+			resp, err := client.Do(req)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -69,4 +81,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gofixture:", err)
 		os.Exit(1)
 	}
+}
+
+// directClient ignores proxy variables and trusts the CA in LAB_CA.
+func directClient() (*http.Client, error) {
+	pem, err := os.ReadFile(os.Getenv("LAB_CA"))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("no certificate in LAB_CA")
+	}
+	return &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: pool}}}, nil
 }
