@@ -21,6 +21,9 @@ import (
 // right answer, state per user and across restarts (each `secgpt ask` is
 // a new process) where the server keeps state.
 
+// The binary under test has the e2e broker's test resolver (egress_e2e.go).
+func init() { binaryTags = "e2e" }
+
 // mcpServers is what scripts/mcp-servers.sh printed.
 type mcpServers struct {
 	dir, node24, python string
@@ -274,8 +277,9 @@ func residentKiB(arg string) int {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), arg) || strings.Contains(string(cmdline), "secgpt") {
-			continue
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		if err != nil || !strings.Contains(string(cmdline), arg) || filepath.Base(argv0) == "secgpt" {
+			continue // not the server, or its spoke
 		}
 		status, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
 		for line := range strings.Lines(string(status)) {
