@@ -302,7 +302,7 @@ func TestAppsAddFromNPM(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("apps add: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	wantIn(t, "apps add", r.stdout, "- name: memory", "command: /usr/", filepath.Join(into, "@modelcontextprotocol+server-memory@2026.8.31", "node_modules"), "open_files: 1024")
+	wantIn(t, "apps add", r.stdout, "- name: memory", "command: /usr/", filepath.Join(into, "@modelcontextprotocol+server-memory@2026.8.31", "node_modules"), "memory_bytes: 1073741824, open_files: 1024")
 	entry := r.stdout + "  env: {MEMORY_FILE_PATH: \"{scratch}/memory.jsonl\"}\n"
 	cfg := testConfig(t, "apps:\n  installed: []\n  external:\n"+indent(entry, "    "))
 	out := askAs(t, cfg, "@alice:example.org", `Use memory to create entities: memory__create_entities {"entities":[{"name":"Grace","entityType":"person","observations":["wrote a compiler"]}]}`)
