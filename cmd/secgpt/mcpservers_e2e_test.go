@@ -116,10 +116,19 @@ func TestEcosystemMCPServers(t *testing.T) {
 	}
 	cfg := testConfig(t, "apps:\n  installed: []\n  external:\n"+indent(yaml.String(), "    "))
 
+	// A query that uses no app: the first discovers every server (the
+	// store holds nothing yet); the next finds them in the store.
+	const noApp = "What is the capital of France?"
+	timedAsk := func() time.Duration {
+		start := time.Now()
+		askAs(t, cfg, "@carol:example.org", noApp)
+		return time.Since(start)
+	}
+	first, cached := timedAsk(), timedAsk()
+	t.Logf("a query that uses none of the %d servers: %v with discovery (the first), %v with discovery cached", len(servers), first.Round(time.Millisecond), cached.Round(time.Millisecond))
+
 	// Discovery: every server starts confined and lists its tools.
-	start := time.Now()
 	r := runBinary(t, "", "apps", "--config", cfg)
-	cold := time.Since(start)
 	if r.code != exitOK {
 		t.Errorf("secgpt apps: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -137,10 +146,6 @@ func TestEcosystemMCPServers(t *testing.T) {
 	if strings.Contains(appBlock(r.stdout, "everything"), "simulate_research_query") {
 		t.Error("a tool that runs only as a task is in the catalogue")
 	}
-	// Discovery again, from the store: no server starts.
-	start = time.Now()
-	askAs(t, cfg, "@carol:example.org", "Use everything to echo: message = 'warm'")
-	t.Logf("discovery of %d servers: %v cold (secgpt apps); a query with discovery cached: %v", len(servers), cold, time.Since(start))
 
 	const alice, bob = "@alice:example.org", "@bob:example.org"
 	// The internet, for the binary built with the e2e tag: example.org is
