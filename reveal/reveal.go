@@ -78,22 +78,15 @@ func JSON(encoded []byte) []byte {
 // draw nothing (fillers, spaces other than the space, variation
 // selectors), and a backslash doubled, so that no text reads as an escape.
 func Quoted(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
+	return rewrite(s, func(r rune) (string, bool) {
 		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case hidden(r) || blank(r):
-			b.WriteString(code(r))
+			return code(r), true
 		case r == '\\':
-			b.WriteString(`\\`)
-		default:
-			b.WriteString(s[i : i+size])
+			return `\\`, true
 		}
-		i += size
-	}
-	return b.String()
+		return "", false
+	})
 }
 
 // blank reports characters that are not controls or format characters
@@ -115,17 +108,25 @@ func blank(r rune) bool {
 func Safe(s string) bool { return Text(s) == s }
 
 func escape(s string, keepLines bool) string {
+	return rewrite(s, func(r rune) (string, bool) {
+		if hidden(r) && !(keepLines && (r == '\n' || r == '\t')) {
+			return code(r), true
+		}
+		return "", false
+	})
+}
+
+// rewrite writes s with each character that with reports true for
+// replaced by what it returns, and each byte that is not UTF-8 as \xNN.
+func rewrite(s string, with func(r rune) (string, bool)) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
+		if r == utf8.RuneError && size == 1 {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case keepLines && (r == '\n' || r == '\t'):
-			b.WriteRune(r)
-		case hidden(r):
-			b.WriteString(code(r))
-		default:
+		} else if repl, ok := with(r); ok {
+			b.WriteString(repl)
+		} else {
 			b.WriteString(s[i : i+size])
 		}
 		i += size
