@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/reveal/revealtest"
 )
 
 // TestAnswersShowWhoSaidWhat: each app's part is a block under its name,
@@ -52,5 +53,81 @@ func TestFailuresShowWhoSaidWhat(t *testing.T) {
 	}
 	if got := renderFailure(&hub.Error{Message: "I could not plan your request"}); got != "Sorry, I could not plan your request." {
 		t.Fatalf("rendered %q", got)
+	}
+}
+
+// TestAnswersCannotPoseAsPrompts: model-written text in the bot's own
+// voice that copies a prompt's shape is shown fenced, under a line saying
+// it is not a request; text that does not is shown as it is.
+func TestAnswersCannotPoseAsPrompts(t *testing.T) {
+	forged := "🔐 **Permission needed** for @alice:x: the app `bank` wants to run its function `pay`.\n\n" +
+		"React ✅ allow once · ❌ deny (or reply `yes`, `no`). No answer by 12:00:00 UTC (in 4 min) means deny."
+	for _, c := range []struct {
+		name  string
+		reply *hub.Reply
+	}{
+		{"plain answer", &hub.Reply{Answer: forged}},
+		{"assistant's part", &hub.Reply{Answer: "x", Parts: []hub.Part{{Text: forged}, {App: "metro_hail", Text: "fare = 51.80"}}}},
+		{"summary", &hub.Reply{Answer: "x", Parts: []hub.Part{{App: "metro_hail", Text: "fare = 51.80"}}, Summary: &hub.Summary{Text: forged, Apps: []string{"metro_hail"}}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := renderAnswer(c.reply)
+			html := content(got).FormattedBody
+			if !strings.Contains(got, "not a request") || !strings.Contains(html, "<pre><code>🔐 **Permission needed**") {
+				t.Errorf("the forged prompt is not quoted:\n%s\n%s", got, html)
+			}
+			if strings.Contains(html, "<strong>Permission needed</strong>") {
+				t.Errorf("the forged prompt renders as one:\n%s", html)
+			}
+		})
+	}
+	for _, mark := range promptShapes {
+		if !promptShaped("x " + strings.ToUpper(mark.mark) + " y") {
+			t.Errorf("%q (%s) is not recognised", mark.mark, mark.reason)
+		}
+	}
+	if got := renderAnswer(&hub.Reply{Answer: "The fare is **51.80**."}); got != "The fare is **51.80**." {
+		t.Errorf("an ordinary answer was changed: %q", got)
+	}
+}
+
+// TestNoRemoteMediaAndLinksShowTheirTarget: an image, in Markdown or
+// HTML, is never embedded but named by its address; a link's target is
+// shown beside its text, so a label cannot pose as another address.
+func TestNoRemoteMediaAndLinksShowTheirTarget(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"![logo](mxc://evil.example/abc)", "[image not shown: mxc://evil.example/abc]"},
+		{"![t](https://evil.example/track.png?u=alice)", "[image not shown: https://evil.example/track.png?u=alice]"},
+		{`<img src="https://evil.example/t.png">`, "&lt;img src="},
+		{"[https://bank.example](https://evil.example/login)", "https://bank.example (https://evil.example/login)"},
+		{"[![i](https://e.example/x.png)](https://e.example/y)", "[image not shown: https://e.example/x.png] (https://e.example/y)"},
+		// A mention stays a pill: clients show the user it points to.
+		{"[alice](https://matrix.to/#/@alice:x)", `<a href="https://matrix.to/#/@alice:x">alice</a>`},
+	} {
+		c2 := content(c.in)
+		html := c2.FormattedBody
+		if html == "" {
+			html = c2.Body
+		}
+		if strings.Contains(html, "<img") || strings.Contains(html, `href="https://evil`) || strings.Contains(html, `href="https://e.example`) {
+			t.Errorf("%q rendered %q", c.in, html)
+		}
+		if !strings.Contains(html, c.want) {
+			t.Errorf("%q rendered %q, want it to show %q", c.in, html, c.want)
+		}
+	}
+}
+
+// TestNoHiddenCharactersInMessages: every control, escape sequence, bidi
+// and invisible character in a message's text is shown as an escape, in
+// its body and in its HTML.
+func TestNoHiddenCharactersInMessages(t *testing.T) {
+	for name, s := range revealtest.Samples() {
+		c := content("app text: " + s)
+		for _, out := range []string{c.Body, c.FormattedBody} {
+			if r, ok := revealtest.Active(out, true); ok {
+				t.Errorf("%s: %U survives in %q", name, r, out)
+			}
+		}
 	}
 }

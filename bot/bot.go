@@ -255,25 +255,19 @@ func (b *Bot) login(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("failed to set up encryption: %w", err)
 	}
-	if b.opts.Password != "" {
+	switch {
+	case b.opts.Password != "" && b.reuseToken(ctx, cli):
+	case b.opts.Password != "":
 		ch.LoginAs = &mautrix.ReqLogin{
 			Type:                     mautrix.AuthTypePassword,
 			Identifier:               mautrix.UserIdentifier{Type: mautrix.IdentifierTypeUser, User: b.opts.UserID.String()},
 			Password:                 b.opts.Password,
 			InitialDeviceDisplayName: b.opts.DeviceName,
 		}
-	} else {
-		who, err := cli.Whoami(ctx)
-		if err != nil {
-			return fmt.Errorf("failed to check the access token: %w", err)
+	default:
+		if err := b.checkToken(ctx, cli); err != nil {
+			return err
 		}
-		if who.UserID != b.opts.UserID {
-			return fmt.Errorf("the access token belongs to %s, not %s", who.UserID, b.opts.UserID)
-		}
-		if who.DeviceID == "" {
-			return errors.New("the homeserver did not say which device the access token belongs to")
-		}
-		cli.DeviceID = who.DeviceID
 	}
 	// The syncer holds back the sync token while an event waits for its
 	// keys; these two are the ends of that wait.
@@ -288,6 +282,11 @@ func (b *Bot) login(ctx context.Context) error {
 	if err := ch.Init(ctx); err != nil {
 		return fmt.Errorf("failed to log in and start encryption: %w", err)
 	}
+	if ch.LoginAs != nil {
+		if err := b.db.setMeta(ctx, metaAccessToken, cli.AccessToken); err != nil {
+			return err
+		}
+	}
 	cli.Crypto = ch
 	b.crypto = ch
 	// The crypto store holds the sync token. mautrix saves a token before
@@ -295,6 +294,41 @@ func (b *Bot) login(ctx context.Context) error {
 	// skips an event the inbox has not recorded.
 	b.syncer.tokens = &deferredTokens{SyncStore: cli.Store, user: cli.UserID}
 	cli.Store = b.syncer.tokens
+	return nil
+}
+
+// reuseToken logs cli in with the access token the last password login
+// stored, and reports whether it still works. Transaction IDs are scoped
+// to an access token: a reply sent again after a restart is deduplicated
+// by the homeserver only under the token it was first sent with.
+func (b *Bot) reuseToken(ctx context.Context, cli *mautrix.Client) bool {
+	token, err := b.db.meta(ctx, metaAccessToken)
+	if err != nil || token == "" {
+		return false
+	}
+	cli.AccessToken = token
+	if err := b.checkToken(ctx, cli); err != nil {
+		b.log.Info().Err(err).Msg("The stored access token no longer works; logging in with the password")
+		cli.AccessToken, cli.DeviceID = "", ""
+		return false
+	}
+	return true
+}
+
+// checkToken makes sure cli's access token is the bot's and takes its
+// device.
+func (b *Bot) checkToken(ctx context.Context, cli *mautrix.Client) error {
+	who, err := cli.Whoami(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to check the access token: %w", err)
+	}
+	if who.UserID != b.opts.UserID {
+		return fmt.Errorf("the access token belongs to %s, not %s", who.UserID, b.opts.UserID)
+	}
+	if who.DeviceID == "" {
+		return errors.New("the homeserver did not say which device the access token belongs to")
+	}
+	cli.DeviceID = who.DeviceID
 	return nil
 }
 
@@ -363,8 +397,9 @@ func (b *Bot) runGuarded(fn func(ctx context.Context)) {
 }
 
 // resume handles what the last run left: prompts still open are edited to
-// show they expired, and messages being served are marked interrupted and
-// their senders told once. Queued messages are served again.
+// show they expired, messages being served get a notice saying so, replies
+// being sent are sent again under their transaction IDs (each reaches the
+// room once), and queued messages are served again.
 func (b *Bot) resume(ctx context.Context) error {
 	pending, err := b.db.pendingPrompts(ctx)
 	if err != nil {
@@ -381,22 +416,31 @@ func (b *Bot) resume(ctx context.Context) error {
 		}
 		b.closePromptEvent(ctx, p.RoomID, p.EventID, readStoredPrompt(p.Markdown), o)
 	}
-	// The state changes before the notice is sent: a crash in between loses
-	// the notice rather than sending it twice.
-	interrupted, err := b.db.interruptWorking(ctx)
-	if err != nil {
-		return err
-	}
-	for _, r := range interrupted {
+	// A message found being served gets a notice instead of its answer,
+	// stored and sent like one: once, even if the bot stops again. One
+	// whose prompt was open was told in the prompt's edit.
+	err = b.db.interruptWorking(ctx, func(r inboxRow) (reply, bool) {
 		if prompted[r.EventID] && r.Kind != kindCommand {
-			continue
+			return reply{}, false
 		}
 		msg := "I restarted while I was working on this message, so it was not finished, and any permission request for it has expired. I did not start it again, because an app may already have acted on it: send it again if you still want it."
 		if r.Kind == kindCommand {
 			msg = "I restarted while I was working on this command; send it again to be sure it was done."
 		}
-		if _, err := b.send(ctx, r.RoomID, r.EventID, r.ThreadRoot, msg, kindNotice); err != nil {
-			b.log.Warn().Err(err).Str("event_id", r.EventID.String()).Msg("Failed to tell a user about an interrupted message")
+		return reply{Row: r, Txn: b.cli.TxnID(), Text: msg, Kind: kindNotice, Done: stateInterrupted}, true
+	})
+	if err != nil {
+		return err
+	}
+	// Replies found being sent go out again under their transaction IDs:
+	// the homeserver posts each at most once.
+	sending, err := b.db.sending(ctx)
+	if err != nil {
+		return fmt.Errorf("failed to read replies being sent: %w", err)
+	}
+	for _, r := range sending {
+		if !b.sendStored(ctx, r) {
+			return errors.New("failed to record a reply sent again")
 		}
 	}
 	b.reportUndelivered(ctx, "")
@@ -407,8 +451,8 @@ func (b *Bot) resume(ctx context.Context) error {
 	for _, u := range users {
 		b.wake(u)
 	}
-	if n := len(pending) + len(interrupted); n > 0 {
-		b.log.Info().Int("expired_prompts", len(pending)).Int("interrupted_messages", len(interrupted)).Int("users_queued", len(users)).Msg("Recovered from the last run")
+	if n := len(pending) + len(sending); n > 0 {
+		b.log.Info().Int("expired_prompts", len(pending)).Int("replies_sent_again", len(sending)).Int("users_queued", len(users)).Msg("Recovered from the last run")
 	}
 	return nil
 }

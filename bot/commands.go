@@ -46,11 +46,7 @@ func (b *Bot) command(ctx context.Context, row inboxRow, name, args string) stri
 		if err != nil {
 			return fail("remove your permissions", err)
 		}
-		what := "for " + code(app)
-		if app == "" {
-			what = "in all"
-		}
-		return fmt.Sprintf("Removed %d stored permission%s %s. I will ask again next time.", n, plural(n), what)
+		return revokedWords(n, app)
 	case cmdForget:
 		// The bot's rows first: the hub's erasure ends by clearing the
 		// database's write-ahead log, which then holds neither.
@@ -114,6 +110,22 @@ func oneLine(s string, n int) string {
 		return strings.ToValidUTF8(s[:n], "") + "…"
 	}
 	return s
+}
+
+// revokedWords says what !revoke removed: n permissions for app, or of
+// all apps for "".
+func revokedWords(n int, app string) string {
+	switch {
+	case n == 0 && app == "":
+		return "You had no stored permissions, so there was nothing to remove."
+	case n == 0:
+		return fmt.Sprintf("You had no stored permissions for %s, so there was nothing to remove.", code(app))
+	case app == "" && n == 1:
+		return "Removed your one stored permission. I will ask again next time."
+	case app == "":
+		return fmt.Sprintf("Removed all %d of your stored permissions. I will ask again next time.", n)
+	}
+	return fmt.Sprintf("Removed %d stored permission%s for %s. I will ask again next time.", n, plural(n), code(app))
 }
 
 func plural(n int) string {

@@ -27,8 +27,11 @@ var upgradeTable = dbutil.BuildUpgradeTable().WithFSPath(upgradeFiles, "upgrades
 
 // Inbox row states.
 const (
-	stateQueued      = "queued"
-	stateWorking     = "working"
+	stateQueued  = "queued"
+	stateWorking = "working"
+	// stateSending: the reply's text and transaction ID are stored and the
+	// reply is being sent; a restart sends it again under the same ID.
+	stateSending     = "sending"
 	stateAnswered    = "answered"
 	stateRefused     = "refused"
 	stateInterrupted = "interrupted"
@@ -105,6 +108,29 @@ func (d *botDB) pickleKey(ctx context.Context, configured []byte) ([]byte, error
 		return nil, ErrPickleKeyChanged
 	}
 	return key, nil
+}
+
+// metaAccessToken names the access token of the last password login in
+// bot_meta, reused at the next start (see Bot.reuseToken).
+const metaAccessToken = "access_token"
+
+// meta returns a bot_meta value, "" when unset.
+func (d *botDB) meta(ctx context.Context, key string) (string, error) {
+	var v string
+	err := d.db.QueryRow(ctx, "SELECT value FROM bot_meta WHERE key=$1", key).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("failed to read %s: %w", key, err)
+	}
+	return v, nil
+}
+
+// setMeta stores a bot_meta value.
+func (d *botDB) setMeta(ctx context.Context, key, value string) error {
+	_, err := d.db.Exec(ctx, "INSERT INTO bot_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value=excluded.value", key, value)
+	if err != nil {
+		return fmt.Errorf("failed to store %s: %w", key, err)
+	}
+	return nil
 }
 
 // inboxRow is one accepted incoming message.
@@ -184,15 +210,74 @@ func (d *botDB) setState(ctx context.Context, evt id.EventID, state string, answ
 	return nil
 }
 
-// interruptWorking marks every message found being served (the bot stopped
-// while serving it) as interrupted, and returns them. It runs once at
-// start, before any message is served.
-func (d *botDB) interruptWorking(ctx context.Context) ([]inboxRow, error) {
-	rows, err := d.db.Query(ctx, "UPDATE bot_inbox SET state=$1, updated_at=$2 WHERE state=$3 RETURNING "+inboxColumns, stateInterrupted, now(), stateWorking)
+// reply is a message's reply, stored before it is sent.
+type reply struct {
+	Row             inboxRow
+	Txn, Text, Kind string
+	// Done is the message's state once the reply went out.
+	Done string
+}
+
+// startSending stores r's text and transaction ID and marks its message
+// sending, before the reply goes out: from here on a restart sends the
+// same reply under the same ID rather than anything else.
+func (d *botDB) startSending(ctx context.Context, r reply) error {
+	_, err := d.db.Exec(ctx, "UPDATE bot_inbox SET state=$2, reply_txn=$3, reply_text=$4, reply_kind=$5, reply_done=$6, updated_at=$7 WHERE event_id=$1",
+		r.Row.EventID, stateSending, r.Txn, r.Text, r.Kind, r.Done, now())
 	if err != nil {
-		return nil, fmt.Errorf("failed to mark interrupted messages: %w", err)
+		return fmt.Errorf("failed to store a reply: %w", err)
 	}
-	return dbutil.NewRowIterWithError(rows, scanInbox, err).AsList()
+	return nil
+}
+
+// finishSending moves a sending message to state and erases the reply's
+// text, which may hold what the user later asks to forget.
+func (d *botDB) finishSending(ctx context.Context, evt id.EventID, state string, answer id.EventID) error {
+	_, err := d.db.Exec(ctx, "UPDATE bot_inbox SET state=$2, answer_event_id=$3, reply_text='', reply_txn='', reply_kind='', reply_done='', updated_at=$4 WHERE event_id=$1",
+		evt, state, answer, now())
+	if err != nil {
+		return fmt.Errorf("failed to update inbox: %w", err)
+	}
+	return nil
+}
+
+// sending returns the replies that were being sent when the bot stopped.
+func (d *botDB) sending(ctx context.Context) ([]reply, error) {
+	rows, err := d.db.Query(ctx, "SELECT "+inboxColumns+", reply_txn, reply_text, reply_kind, reply_done FROM bot_inbox WHERE state=$1 ORDER BY seq", stateSending)
+	return dbutil.NewRowIterWithError(rows, func(s dbutil.Scannable) (reply, error) {
+		var r reply
+		row := &r.Row
+		err := s.Scan(&row.Seq, &row.EventID, &row.RoomID, &row.UserID, &row.ThreadRoot, &row.Kind, &row.Body, &row.State, &r.Txn, &r.Text, &r.Kind, &r.Done)
+		return r, err
+	}, err).AsList()
+}
+
+// interruptWorking turns every message found being served (the bot
+// stopped while serving it) into a stored reply saying so, sent like an
+// answer: once, even across another crash; or, where notice reports false
+// (the user hears of it otherwise), marks it interrupted. It runs once at
+// start, before any message is served.
+func (d *botDB) interruptWorking(ctx context.Context, notice func(inboxRow) (reply, bool)) error {
+	return d.db.DoTxn(ctx, nil, func(ctx context.Context) error {
+		rows, err := d.db.Query(ctx, "SELECT "+inboxColumns+" FROM bot_inbox WHERE state=$1", stateWorking)
+		working, err := dbutil.NewRowIterWithError(rows, scanInbox, err).AsList()
+		if err != nil {
+			return fmt.Errorf("failed to read interrupted messages: %w", err)
+		}
+		for _, r := range working {
+			n, ok := notice(r)
+			if !ok {
+				if err := d.setState(ctx, r.EventID, stateInterrupted, ""); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := d.startSending(ctx, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // queuedUsers returns the users with queued messages.
@@ -230,7 +315,7 @@ func (d *botDB) claimUndelivered(ctx context.Context, evt id.EventID) (bool, err
 // event is still recognised and a prompt left open can still be closed.
 func (d *botDB) forget(ctx context.Context, user id.UserID) error {
 	return d.db.DoTxn(ctx, nil, func(ctx context.Context) error {
-		if _, err := d.db.Exec(ctx, "UPDATE bot_inbox SET body='' WHERE user_id=$1 AND state NOT IN ('queued', 'working')", user); err != nil {
+		if _, err := d.db.Exec(ctx, "UPDATE bot_inbox SET body='' WHERE user_id=$1 AND state NOT IN ('queued', 'working', 'sending')", user); err != nil {
 			return fmt.Errorf("failed to erase inbox: %w", err)
 		}
 		if _, err := d.db.Exec(ctx, "UPDATE bot_prompts SET markdown='' WHERE user_id=$1", user); err != nil {
@@ -332,7 +417,7 @@ func (d *botDB) isSent(ctx context.Context, evt id.EventID) (bool, error) {
 func (d *botDB) prune(ctx context.Context, before time.Time) error {
 	t := before.UnixNano()
 	for _, q := range []string{
-		"DELETE FROM bot_inbox WHERE updated_at < $1 AND state NOT IN ('queued', 'working')",
+		"DELETE FROM bot_inbox WHERE updated_at < $1 AND state NOT IN ('queued', 'working', 'sending')",
 		"DELETE FROM bot_prompts WHERE created_at < $1 AND state <> 'pending'",
 		"DELETE FROM bot_sent WHERE sent_at < $1",
 	} {

@@ -588,6 +588,10 @@ type botOptions struct {
 	// accessToken logs the bot in with a token from a fresh password login
 	// made here (a device without keys), instead of its password.
 	accessToken bool
+	// homeserver is the URL the bot talks to (default: Dendrite's).
+	homeserver string
+	// external are apps.external entries of the config.
+	external []map[string]any
 }
 
 // startBot registers a bot account, writes its config and starts it.
@@ -613,6 +617,9 @@ func startBot(t *testing.T, o botOptions) *botProc {
 	}
 	if o.maxMessage == 0 {
 		o.maxMessage = 8192
+	}
+	if o.homeserver == "" {
+		o.homeserver = hs.url
 	}
 	localpart := uniqueName("bot")
 	b := &botProc{t: t, password: "password-" + localpart, dir: t.TempDir()}
@@ -643,13 +650,16 @@ func startBot(t *testing.T, o botOptions) *botProc {
 		"spokes":   map[string]any{"scratch_dir": scratch},
 		"logging":  map[string]any{"level": "info", "format": "json"},
 		"bot": map[string]any{
-			"homeserver": hs.url, "user_id": b.id.String(), secretEnv: "SECGPT_E2E_BOT_SECRET",
+			"homeserver": o.homeserver, "user_id": b.id.String(), secretEnv: "SECGPT_E2E_BOT_SECRET",
 			otherEnv: "", "display_name": "secgpt", "allow": o.allow,
 			"rate_limit":        map[string]any{"messages": o.rate, "per": "1m"},
 			"max_queued":        o.maxQueued,
 			"max_message_bytes": o.maxMessage,
 			"consent_settle":    o.settle.String(),
 		},
+	}
+	if o.external != nil {
+		cfg["apps"].(map[string]any)["external"] = o.external
 	}
 	b.config = filepath.Join(b.dir, "config.yaml")
 	b.logPath = filepath.Join(b.dir, "bot.log")

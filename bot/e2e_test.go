@@ -518,7 +518,7 @@ func TestCommandsAnswerOnlyTheAskingUser(t *testing.T) {
 	if got := bob.command(b, room, "!audit"); !strings.Contains(got, "No permission decisions") {
 		t.Errorf("Bob's !audit shows something:\n%s", got)
 	}
-	if got := bob.command(b, room, "!revoke all"); !strings.Contains(got, "Removed 0") {
+	if got := bob.command(b, room, "!revoke all"); !strings.Contains(got, "You had no stored permissions") {
 		t.Errorf("Bob's !revoke all: %s", got)
 	}
 	if got := alice.command(b, room, "!grants"); !strings.Contains(got, "metro_hail") {

@@ -124,7 +124,7 @@ func (b *Bot) accept(ctx context.Context, log zerolog.Logger, row inboxRow, req 
 	refusal := ""
 	ahead := 0
 	if !b.limiter.allow(row.UserID, time.Now()) {
-		refusal = fmt.Sprintf("You are sending messages faster than I take them (at most %d per %s), so I ignored this one. Please wait a little.", b.opts.RateMessages, b.opts.RateWindow)
+		refusal = fmt.Sprintf("You are sending messages faster than I take them (%s), so I ignored this one. Please wait a little.", rateWords(b.opts.RateMessages, b.opts.RateWindow))
 	} else if n, err := b.db.waiting(ctx, row.UserID); err != nil {
 		log.Error().Err(err).Msg("Failed to count the user's messages; message dropped")
 		return
@@ -180,7 +180,7 @@ func (b *Bot) answerNow(log zerolog.Logger, row inboxRow, msg, kind string) {
 	if !b.limiter.allow(row.UserID, time.Now()) {
 		log.Info().Msg("Not answering a message beyond the user's rate")
 		if b.refusalNoticeDue(row.UserID) {
-			refusal := fmt.Sprintf("You are sending messages faster than I take them (at most %d per %s), so I will not answer every one. Please wait a little.", b.opts.RateMessages, b.opts.RateWindow)
+			refusal := fmt.Sprintf("You are sending messages faster than I take them (%s), so I will not answer every one. Please wait a little.", rateWords(b.opts.RateMessages, b.opts.RateWindow))
 			b.goBackground(func(ctx context.Context) { b.sendLogged(ctx, row, refusal, kindError) })
 		}
 		return

@@ -89,7 +89,10 @@ type fakeHS struct {
 	// typing are the bot's typing notices, in order.
 	typing []typingAt
 	// fail, if set, may fail a request with a status code (0: serve it).
-	fail    func(r *http.Request) int
+	fail func(r *http.Request) int
+	// lost, if set, is called after a sent event was stored; true loses
+	// the response (the client sees 502), as a crash or a cut would.
+	lost    func(s sent) bool
 	changed chan struct{}
 }
 
@@ -178,6 +181,10 @@ func (f *fakeHS) send(w http.ResponseWriter, r *http.Request) {
 	f.events = append(f.events, sent{Room: id.RoomID(r.PathValue("room")), Type: typ, Txn: txn, ID: evt, Content: c})
 	close(f.changed)
 	f.changed = make(chan struct{})
+	if f.lost != nil && f.lost(f.events[len(f.events)-1]) {
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"event_id": evt})
 }
 
@@ -312,6 +319,8 @@ type testBot struct {
 	// dbPath is the store's file.
 	dbPath string
 	n      int
+	// stop ends the bot's run context, as a crash would end its work.
+	stop func()
 }
 
 func newTestBot(t *testing.T, opts Options) *testBot {
@@ -340,16 +349,39 @@ func newTestBot(t *testing.T, opts Options) *testBot {
 	b.cli = cli
 	b.syncer = newSyncer(b)
 	b.retryWaits = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
-	runCtx, cancel := context.WithCancel(b.log.WithContext(ctx))
-	b.runCtx = runCtx
-	t.Cleanup(func() {
-		b.bgMu.Lock()
-		b.stopping = true
-		b.bgMu.Unlock()
+	tb := &testBot{Bot: b, hs: hs, hub: fh, state: cli.StateStore, store: st, dbPath: dbPath}
+	tb.run()
+	t.Cleanup(tb.stop)
+	return tb
+}
+
+// run gives the bot a new run context, as a start does.
+func (tb *testBot) run() {
+	runCtx, cancel := context.WithCancel(tb.log.WithContext(context.Background()))
+	tb.bgMu.Lock()
+	tb.runCtx, tb.stopping = runCtx, false
+	tb.bgMu.Unlock()
+	tb.stop = func() {
+		tb.bgMu.Lock()
+		tb.stopping = true
+		tb.bgMu.Unlock()
 		cancel()
-		b.wg.Wait()
-	})
-	return &testBot{Bot: b, hs: hs, hub: fh, state: cli.StateStore, store: st, dbPath: dbPath}
+		tb.wg.Wait()
+	}
+}
+
+// restart stops the bot's work and starts again on the same database, as a
+// crash and a start would: what the database holds is all that survives.
+func (tb *testBot) restart(t *testing.T) {
+	t.Helper()
+	tb.stop()
+	tb.queueMu.Lock()
+	tb.queues = map[id.UserID]*userQueue{}
+	tb.queueMu.Unlock()
+	tb.run()
+	if err := tb.resume(tb.runCtx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // room makes a room whose joined members are the bot and users.

@@ -17,6 +17,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/reveal"
 )
 
 // A consent prompt is written twice, as plain text (the body, what
@@ -132,7 +133,7 @@ func requestLine(r hub.ConsentRequest, offered []choice) promptText {
 		mark = "⚠️ "
 	}
 	t.add(mark, mark)
-	name := func(s string) { t.add(reveal(s), "<code>"+html.EscapeString(reveal(s))+"</code>") }
+	name := func(s string) { t.add(visible(s), "<code>"+html.EscapeString(visible(s))+"</code>") }
 	word := func(s string) { t.add(s, html.EscapeString(s)) }
 	name(r.App)
 	switch {
@@ -203,7 +204,7 @@ func requestLine(r hub.ConsentRequest, offered []choice) promptText {
 func args(t *promptText, raw json.RawMessage) {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil || len(obj) == 0 {
-		s := reveal(string(raw))
+		s := visible(string(raw))
 		if len(raw) == 0 {
 			s = "{}"
 		}
@@ -220,8 +221,8 @@ func args(t *promptText, raw json.RawMessage) {
 			continue
 		}
 		// Numbers, booleans, arrays and objects as their JSON.
-		shown := reveal(string(obj[k]))
-		t.add(reveal(k)+": "+shown, html.EscapeString(reveal(k))+": <code>"+html.EscapeString(shown)+"</code>")
+		shown := visible(string(obj[k]))
+		t.add(visible(k)+": "+shown, html.EscapeString(visible(k))+": <code>"+html.EscapeString(shown)+"</code>")
 	}
 }
 
@@ -231,47 +232,45 @@ var plainValue = regexp.MustCompile(`^[\p{L}\p{N}]+([ .'/@#+&-]?[\p{L}\p{N}]+)*\
 
 // keyValue shows "key: value", quoting a value that is not plain words.
 func keyValue(t *promptText, k, v string) {
-	k = reveal(k)
+	k = visible(k)
 	shown := v
 	if !plainValue.MatchString(v) {
-		shown = `"` + strings.ReplaceAll(reveal(v), `"`, `\"`) + `"`
+		shown = `"` + visible(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v)) + `"`
 	}
 	t.add(k+": "+shown, html.EscapeString(k)+": <code>"+html.EscapeString(shown)+"</code>")
 }
 
-// reveal shows control, bidi and invisible characters as escapes
-// (\u{202E}), so that text cannot reorder, hide or restyle what a prompt
-// shows; a backslash is doubled, so that no text reads as an escape.
-// Everything else is kept.
-func reveal(s string) string {
+// visible is s as a prompt shows it: control, bidi and invisible
+// characters as reveal.Line escapes them (\u202e), and also those that draw
+// nothing though Unicode does not class them as controls or format
+// characters (fillers, spaces other than U+0020, variation selectors), so
+// that text cannot reorder, hide or restyle what a prompt shows.
+func visible(s string) string {
 	var b strings.Builder
-	for i, w := 0, 0; i < len(s); i += w {
+	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		w = size
 		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02X`, s[i])
-		case hidden(r):
-			fmt.Fprintf(&b, `\u{%04X}`, r)
-		case r == '\\':
-			b.WriteString(`\\`)
+		case size == 1 && r == utf8.RuneError:
+			b.WriteByte(s[i]) // reveal.Line shows it
+		case blank(r) && r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		case blank(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
-			b.WriteRune(r)
+			b.WriteString(s[i : i+size])
 		}
+		i += size
 	}
-	return b.String()
+	return reveal.Line(b.String())
 }
 
-// hidden reports characters that do not show as themselves: controls
-// (C0, C1, DEL), format characters (bidi controls, zero-width ones, the
-// BOM, tags), and other invisible or line-breaking ones.
-func hidden(r rune) bool {
+// blank reports characters that draw nothing and are neither controls nor
+// format characters.
+func blank(r rune) bool {
 	switch {
-	case unicode.IsControl(r), unicode.Is(unicode.Cf, r), unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
-		return true
 	case r == '\u115F', r == '\u1160', r == '\u3164', r == '\uFFA0', r == '\u180E', r == '\u2800':
 		// Hangul fillers, the Mongolian vowel separator and the blank
-		// Braille pattern draw nothing.
+		// Braille pattern.
 		return true
 	case unicode.Is(unicode.Zs, r) && r != ' ':
 		return true

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -58,4 +59,27 @@ func (r *rateLimiter) allow(user id.UserID, now time.Time) bool {
 	}
 	b.tokens--
 	return true
+}
+
+// rateWords says a rate in plain words: "at most 10 messages a minute",
+// "at most 5 messages every 30 seconds".
+func rateWords(n int, per time.Duration) string {
+	return fmt.Sprintf("at most %d message%s %s", n, plural(n), everyWords(per))
+}
+
+// everyWords says "a minute", "every 2 hours", "every 90 seconds".
+func everyWords(d time.Duration) string {
+	for _, u := range []struct {
+		unit     time.Duration
+		one, per string
+	}{{time.Hour, "an hour", "hours"}, {time.Minute, "a minute", "minutes"}, {time.Second, "a second", "seconds"}} {
+		if d%u.unit != 0 {
+			continue
+		}
+		if n := d / u.unit; n != 1 {
+			return fmt.Sprintf("every %d %s", n, u.per)
+		}
+		return u.one
+	}
+	return "every " + d.String()
 }

@@ -92,7 +92,7 @@ func answeredLine(o outcome) string {
 	var parts []string
 	for i, d := range o.decisions {
 		c, _ := choiceFor(d)
-		part := reveal(o.apps[i]) + ": " + c.Outcome
+		part := visible(o.apps[i]) + ": " + c.Outcome
 		if !slices.Contains(parts, part) {
 			parts = append(parts, part)
 		}

@@ -12,6 +12,8 @@ import (
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/format"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/secgpt/secgpt/reveal"
 )
 
 // KindKey is the content key naming what a bot message is (one of the
@@ -31,13 +33,15 @@ const (
 // most 64 KiB and the HTML roughly doubles the text.
 const maxAnswerBytes = 24 << 10
 
-// content renders Markdown as a notice. Raw HTML in the text is escaped,
-// not rendered (the text may come from the model), and nobody is pinged.
-func content(markdown string) *event.MessageEventContent {
-	if len(markdown) > maxAnswerBytes {
-		markdown = strings.ToValidUTF8(markdown[:maxAnswerBytes], "") + "\n\n… (cut: the rest was too long for one message)"
+// content renders Markdown as a notice, and nobody is pinged. The text may
+// come from an app or the model: controls, bidi and invisible characters
+// are shown as escapes (package reveal), raw HTML as text, images as their
+// address, and links with their target (see markdown).
+func content(text string) *event.MessageEventContent {
+	if len(text) > maxAnswerBytes {
+		text = strings.ToValidUTF8(text[:maxAnswerBytes], "") + "\n\n… (cut: the rest was too long for one message)"
 	}
-	c := format.RenderMarkdown(markdown, true, false)
+	c := format.RenderMarkdownCustom(reveal.Text(text), markdown)
 	c.MsgType = event.MsgNotice
 	c.Mentions = &event.Mentions{}
 	return &c
@@ -103,10 +107,12 @@ func (b *Bot) post(ctx context.Context, m message) (id.EventID, error) {
 
 // deliver posts m, trying again after each of b.retryWaits while the
 // failure may pass (mautrix has already retried the request a few times by
-// then). Every attempt carries one transaction ID, so a message the
-// homeserver took before a lost response is not posted twice.
+// then). Every attempt carries one transaction ID (m.txn, or a new one), so
+// a message the homeserver took before a lost response is not posted twice.
 func (b *Bot) deliver(ctx context.Context, m message) (id.EventID, error) {
-	m.txn = b.cli.TxnID()
+	if m.txn == "" {
+		m.txn = b.cli.TxnID()
+	}
 	for attempt := 0; ; attempt++ {
 		evt, err := b.post(ctx, m)
 		if err == nil || attempt == len(b.retryWaits) || !transient(err) || ctx.Err() != nil {

@@ -222,14 +222,14 @@ func TestRenderPrompt(t *testing.T) {
 		t.Errorf("no pill for the user:\n%s", head.HTML)
 	}
 
-	hostile := exec("metro_hail", `{"end_point":"Elm Avenue `+"```"+` [click](https://evil.example) <img src=\"mxc://x/y\"> **bold**","start_point":"Main\u202eteertS \u200bx"}`)
+	hostile := exec("metro_hail", `{"end_point":"Elm Avenue `+"```"+` [click](https://evil.example) <img src=\"mxc://x/y\"> **bold**","start_point":"Main\u202eteertS \u200bx","via":"a\u3164b\u00a0c\\u202e"}`)
 	head, _, _ = renderPrompt([]hub.ConsentRequest{hostile}, offeredChoices([]hub.ConsentRequest{hostile}), view)
 	for _, bad := range []string{"<img", "<a href=\"https://evil", "<b>bold", "\u202e", "\u200b"} {
 		if strings.Contains(head.HTML, bad) || strings.Contains(head.Body, bad) && bad[0] == '\\' {
 			t.Errorf("prompt passes %q:\n%s\n%s", bad, head.Body, head.HTML)
 		}
 	}
-	for _, want := range []string{`start_point: "Main\u{202E}teertS \u{200B}x"`, `[click](https://evil.example)`} {
+	for _, want := range []string{`start_point: "Main\u202eteertS \u200bx"`, `[click](https://evil.example)`, `via: "a\u3164b\u00a0c\\u202e"`} {
 		if !strings.Contains(head.Body, want) {
 			t.Errorf("body lacks %q:\n%s", want, head.Body)
 		}
@@ -333,12 +333,26 @@ func TestInboxLifecycle(t *testing.T) {
 	if err := db.setState(ctx, "$2", stateWorking, ""); err != nil {
 		t.Fatal(err)
 	}
-	interrupted, err := db.interruptWorking(ctx)
-	if err != nil || len(interrupted) != 1 || interrupted[0].EventID != "$2" {
-		t.Fatalf("interruptWorking = %+v, %v", interrupted, err)
+	// $4's user hears of the restart otherwise (an open prompt's edit).
+	if _, err := db.add(ctx, inboxRow{EventID: "$4", RoomID: "!r:x", UserID: "@b:x", Kind: kindQuery, Body: "$4", State: stateWorking}); err != nil {
+		t.Fatal(err)
 	}
-	if again, _ := db.interruptWorking(ctx); len(again) != 0 {
-		t.Error("an interrupted row was reported twice")
+	notice := func(r inboxRow) (reply, bool) {
+		return reply{Row: r, Txn: "txn" + string(r.EventID), Text: "restarted", Kind: kindNotice, Done: stateInterrupted}, r.EventID != "$4"
+	}
+	if err := db.interruptWorking(ctx, notice); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.interruptWorking(ctx, notice); err != nil {
+		t.Fatal(err)
+	}
+	sending, err := db.sending(ctx)
+	if err != nil || len(sending) != 1 || sending[0].Row.EventID != "$2" || sending[0].Txn != "txn$2" || sending[0].Text != "restarted" || sending[0].Done != stateInterrupted {
+		t.Fatalf("sending after interruptWorking = %+v, %v", sending, err)
+	}
+	var state string
+	if err := st.DB().QueryRow(ctx, "SELECT state FROM bot_inbox WHERE event_id=$1", "$4").Scan(&state); err != nil || state != stateInterrupted {
+		t.Errorf("a message without a notice is %q (%v), want interrupted", state, err)
 	}
 	if next, _, _ := db.next(ctx, "@a:x"); next.EventID != "$3" {
 		t.Errorf("next after the interruption = %s, want $3", next.EventID)
@@ -599,4 +613,41 @@ func openTestBotDB(t *testing.T) (*store.Store, *botDB) {
 		t.Fatal(err)
 	}
 	return st, db
+}
+
+// TestPlainWords: rates and removals are said in plain words, not in Go's
+// duration syntax or as "0 ... in all".
+func TestPlainWords(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		per  time.Duration
+		want string
+	}{
+		{10, time.Minute, "at most 10 messages a minute"},
+		{1, time.Hour, "at most 1 message an hour"},
+		{5, 30 * time.Second, "at most 5 messages every 30 seconds"},
+		{20, 2 * time.Minute, "at most 20 messages every 2 minutes"},
+		{3, 90 * time.Second, "at most 3 messages every 90 seconds"},
+		{3, 1500 * time.Millisecond, "at most 3 messages every 1.5s"},
+	} {
+		if got := rateWords(c.n, c.per); got != c.want {
+			t.Errorf("rateWords(%d, %s) = %q, want %q", c.n, c.per, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		n    int
+		app  string
+		want string
+	}{
+		{0, "", "You had no stored permissions, so there was nothing to remove."},
+		{0, "metro_hail", "You had no stored permissions for `metro_hail`, so there was nothing to remove."},
+		{1, "", "Removed your one stored permission. I will ask again next time."},
+		{3, "", "Removed all 3 of your stored permissions. I will ask again next time."},
+		{1, "metro_hail", "Removed 1 stored permission for `metro_hail`. I will ask again next time."},
+		{2, "metro_hail", "Removed 2 stored permissions for `metro_hail`. I will ask again next time."},
+	} {
+		if got := revokedWords(c.n, c.app); got != c.want {
+			t.Errorf("revokedWords(%d, %q) = %q, want %q", c.n, c.app, got, c.want)
+		}
+	}
 }

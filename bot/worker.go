@@ -99,8 +99,11 @@ func (b *Bot) setCancel(user id.UserID, cancel context.CancelFunc) {
 }
 
 // process serves one message: it is marked working, answered, and marked
-// answered right after the answer was accepted by the homeserver. It
-// reports false when the inbox could not be updated.
+// answered right after the answer was accepted by the homeserver. The
+// answer and its transaction ID are stored before it is sent, so a crash
+// at any instant either sends it again under that ID or, before it was
+// stored, says the bot restarted: never both, never neither. It reports
+// false when the inbox could not be updated.
 func (b *Bot) process(ctx context.Context, row inboxRow) bool {
 	log := b.log.With().Str("event_id", row.EventID.String()).Str("user", row.UserID.String()).Str("kind", row.Kind).Logger()
 	if err := b.db.setState(ctx, row.EventID, stateWorking, ""); err != nil {
@@ -113,17 +116,30 @@ func (b *Bot) process(ctx context.Context, row inboxRow) bool {
 		// interrupted at the next start.
 		return true
 	}
-	answer, err := b.deliver(ctx, message{room: row.RoomID, replyTo: row.EventID, threadRoot: row.ThreadRoot, markdown: text, kind: kind})
-	state := stateAnswered
+	r := reply{Row: row, Txn: b.cli.TxnID(), Text: text, Kind: kind, Done: stateAnswered}
+	if err := b.db.startSending(ctx, r); err != nil {
+		log.Error().Err(err).Msg("Failed to store an answer")
+		return false
+	}
+	return b.sendStored(ctx, r)
+}
+
+// sendStored sends a stored reply and records the outcome. Stopped while
+// trying, the row stays sending, and the next start sends it again under
+// the same transaction ID. It reports false when the inbox could not be
+// updated.
+func (b *Bot) sendStored(ctx context.Context, r reply) bool {
+	log := b.log.With().Str("event_id", r.Row.EventID.String()).Str("user", r.Row.UserID.String()).Logger()
+	answer, err := b.deliver(ctx, message{room: r.Row.RoomID, replyTo: r.Row.EventID, threadRoot: r.Row.ThreadRoot, markdown: r.Text, kind: r.Kind, txn: r.Txn})
+	state := r.Done
 	switch {
 	case err != nil && ctx.Err() != nil:
-		// Stopped while trying: as above, the user hears at the next start.
 		return true
 	case err != nil:
 		log.Error().Err(err).Msg("Failed to send an answer; the user is told when they can be reached")
 		state = stateFailed
 	}
-	if err := b.db.setState(ctx, row.EventID, state, answer); err != nil {
+	if err := b.db.finishSending(context.WithoutCancel(ctx), r.Row.EventID, state, answer); err != nil {
 		log.Error().Err(err).Msg("Failed to record an answer")
 		return false
 	}

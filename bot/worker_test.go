@@ -65,6 +65,91 @@ func TestAnswerSentAgainAfterAFailure(t *testing.T) {
 	}
 }
 
+// TestAnswerExactlyOnceAcrossACrash: the bot stops at each point of an
+// answer's send path and starts again on the same database. Each message
+// gets exactly one reply: its answer, sent again under the stored
+// transaction ID when the homeserver may have taken it (the homeserver
+// deduplicates), or the notice that the bot restarted when the answer was
+// never sent; never both, never neither.
+func TestAnswerExactlyOnceAcrossACrash(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// at stops the bot: "answer" once the answer was computed, before
+		// it is sent; "request" when its send request failed; "response"
+		// when the homeserver took it but the response was lost.
+		at         string
+		wantAnswer bool
+	}{
+		{"while the answer is computed", "answer", false},
+		{"while the send is refused", "request", true},
+		{"after the homeserver took it", "response", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb := newTestBot(t, Options{})
+			room := tb.room("!dm:x", alice)
+			computed := make(chan struct{})
+			tb.hub.handle = func(ctx context.Context, req hub.Request) (*hub.Reply, error) {
+				if c.at == "answer" {
+					close(computed)
+					<-ctx.Done()
+					return nil, ctx.Err()
+				}
+				return &hub.Reply{Answer: "the answer"}, nil
+			}
+			stopped := make(chan struct{})
+			var once sync.Once
+			crash := func() { once.Do(func() { go func() { tb.stop(); close(stopped) }() }) }
+			switch c.at {
+			case "answer":
+				go func() { <-computed; crash() }()
+			case "request":
+				tb.hs.setFail(func(r *http.Request) int {
+					if strings.Contains(r.URL.Path, "/send/m.room.message/") {
+						crash()
+						return http.StatusBadGateway
+					}
+					return 0
+				})
+			case "response":
+				tb.hs.mu.Lock()
+				tb.hs.lost = func(s sent) bool {
+					if s.kind() == kindAnswer {
+						crash()
+						return true
+					}
+					return false
+				}
+				tb.hs.mu.Unlock()
+			}
+			q := tb.say(room, alice, "hello")
+			<-stopped
+			tb.hs.setFail(nil)
+			tb.hs.mu.Lock()
+			tb.hs.lost = nil
+			tb.hs.mu.Unlock()
+			tb.restart(t)
+			want, other := kindAnswer, kindNotice
+			if !c.wantAnswer {
+				want, other = other, want
+			}
+			tb.hs.waitFor("the reply", replyOfKind(room, q.ID, want))
+			tb.waitState(t, q.ID, map[bool]string{true: stateAnswered, false: stateInterrupted}[c.wantAnswer])
+			if n := len(tb.hs.all(replyOfKind(room, q.ID, want))); n != 1 {
+				t.Errorf("%d %s replies, want 1", n, want)
+			}
+			if n := len(tb.hs.all(replyOfKind(room, q.ID, other))); n != 0 {
+				t.Errorf("%d %s replies besides the %s", n, other, want)
+			}
+			// Another start sends nothing more.
+			tb.restart(t)
+			time.Sleep(50 * time.Millisecond)
+			if n := len(tb.hs.all(func(s sent) bool { return s.relation("in_reply_to") == q.ID.String() })); n != 1 {
+				t.Errorf("%d replies after a second start", n)
+			}
+		})
+	}
+}
+
 // TestUndeliveredAnswerIsReported: an answer that cannot be sent leaves
 // the row failed; the user is told once, when the bot can reach them again
 // (their next message, or the next start), never twice.

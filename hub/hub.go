@@ -518,7 +518,9 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 		q.record.Error = err.Error()
 		var pe *PlanError
 		if errors.As(err, &pe) {
-			return &Reply{Record: q.record}, userError(err, "I could not make a valid plan for your request (%s)", pe.Reason)
+			// Why the plan was refused names its fields and steps: the
+			// log and the record say it, the user gets what to do.
+			return &Reply{Record: q.record}, userError(err, "I could not make a usable plan for your request; please try again, perhaps in other words")
 		}
 		return &Reply{Record: q.record}, describeLLMError(err, "I could not plan your request")
 	}

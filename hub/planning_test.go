@@ -27,6 +27,33 @@ func TestBadPlansAreRefusedClearly(t *testing.T) {
 	}
 }
 
+// TestRefusedPlanIsToldWithoutInternals: a plan the hub refuses is told in
+// words for the user (what to do), not with the plan's fields, a decoding
+// error or step ids; the reason stays in the record.
+func TestRefusedPlanIsToldWithoutInternals(t *testing.T) {
+	planner := simulator.Scripted(simulator.Rule{
+		Name: "plan of the wrong shape", When: func(r *simulator.ChatRequest) bool { return r.ResponseFormat != nil },
+		Then: func(*simulator.ChatRequest) simulator.Reply { return simulator.Reply{Content: `{"steps": 5}`} },
+	})
+	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"metro_hail"}, Behaviour: planner})
+	reply, err := sys.Hub.Handle(context.Background(), hub.Request{User: alice, Query: "anything", Consenter: hub.AllowPlanned{}})
+	var he *hub.Error
+	if !errors.As(err, &he) {
+		t.Fatalf("Handle() error = %v, want a hub.Error", err)
+	}
+	for _, internal := range []string{"json", "Go ", "struct", "steps", "object"} {
+		if strings.Contains(he.Message, internal) {
+			t.Errorf("the message shows %q: %q", internal, he.Message)
+		}
+	}
+	if !strings.Contains(he.Message, "try again") {
+		t.Errorf("the message does not say what to do: %q", he.Message)
+	}
+	if reply == nil || reply.Record == nil || !strings.Contains(reply.Record.Error, "not a plan object") {
+		t.Errorf("the reason is not in the record: %+v", reply)
+	}
+}
+
 // TestAnInvalidStepFailsAloneWithANote: a step the hub cannot run is
 // dropped, with a note in the hub's words naming the app; the rest of the
 // plan runs.

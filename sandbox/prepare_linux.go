@@ -244,6 +244,18 @@ func makeScratch(dir string, uid, gid int) error {
 	return nil
 }
 
+// ReachableBySpokes reports an error when the uid spokes run as could not
+// pass through every directory down to dir, as happens to a scratch
+// directory under a home only root may enter. It is for checks at start;
+// Prepare checks each spoke's own paths again.
+func ReachableBySpokes(dir string) error {
+	uid, gid := childIDs()
+	if uid == os.Geteuid() {
+		return nil
+	}
+	return checkReachableBy(dir, uid, gid)
+}
+
 // checkReachableBy reports a clear error when uid could not execute the
 // file (or enter the directory) at path, as happens when the hub runs as
 // root from a directory only root may enter. Through /proc/self/exe (a magic

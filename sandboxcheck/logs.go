@@ -43,6 +43,7 @@ type logLine struct {
 	Decision string `json:"decision"`
 	// SpokeLog is a spoke's own line, as the manager forwards it.
 	SpokeLog struct {
+		Message string `json:"message"`
 		Attack  string `json:"attack"`
 		Outcome string `json:"outcome"`
 	} `json:"spoke_log"`

@@ -289,7 +289,7 @@ func (e *evidence) logged(a Attack) string {
 			return l.raw
 		case a.stop.by == byBroker && l.Message == "Egress request" && l.Decision == "deny" && l.App == hostile.Name:
 			return l.raw
-		case a.stop.by == byReport && l.Message == "Spoke: Hostile attempt" && l.SpokePID == e.pid && e.pid != 0 &&
+		case a.stop.by == byReport && l.Message == "Spoke log line" && l.SpokeLog.Message == "Hostile attempt" && l.SpokePID == e.pid && e.pid != 0 &&
 			l.SpokeLog.Outcome == string(hostile.Blocked) && e.report != nil && l.SpokeLog.Attack == e.report.Attack:
 			return l.raw
 		}

@@ -19,6 +19,12 @@ echo "== Ollama"
 SECGPT_OLLAMA_BIN=$(scripts/build-ollama.sh)
 export SECGPT_OLLAMA_BIN
 
+# The ecosystem's MCP servers (npm, Node 24, a Go SDK server), pinned and
+# cached the same way: SECGPT_MCP_SERVERS, SECGPT_NODE24, SECGPT_MCP_PYTHON.
+echo "== MCP servers"
+mcp_env=$(scripts/mcp-servers.sh)
+while IFS='=' read -r name value; do export "$name=$value"; done <<<"$mcp_env"
+
 # goolm: mautrix's pure-Go Olm, so no libolm is needed; e2e: the slow suites.
 export GOFLAGS="-tags=goolm,e2e"
 export CGO_ENABLED=1

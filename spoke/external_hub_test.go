@@ -209,7 +209,7 @@ func TestMCPServerFailuresAreContained(t *testing.T) {
 		{"failing_hang", "the MCP server did not answer within 2s during tools/call work"},
 		{"failing_flood", "the MCP server sent a message over the 1048576-byte limit"},
 		{"failing_huge", "the MCP server sent a message over the 1048576-byte limit"},
-		{"failing_garbage", "the MCP server failed: "},
+		{"failing_garbage", `the MCP server did not answer within 2s (it wrote 1 line that is not JSON-RPC to its stdout, the last: "this is not JSON-RPC") during tools/call work`},
 	} {
 		start := time.Now()
 		_, err := askHub(sys, mallory, "Use "+tt.app+" to work text = 'now'.")

@@ -100,6 +100,41 @@ func TestExternalAppRunsItsTools(t *testing.T) {
 	}
 }
 
+// TestMCPServerQuirks: what real servers do works: a banner on stdout
+// before the first message is skipped with a warning; a tool that can only
+// run as a task is left out of the catalogue; progress notifications are
+// accepted; non-text content is described in words.
+func TestMCPServerQuirks(t *testing.T) {
+	requireSandbox(t)
+	w := mcptest.NewWiring(t, pythonApp(t, "quirks", "failing.py", "quirks"))
+	specs := w.Discover(t, "quirks")
+	if fns := specs[0].Functions; len(fns) != 1 || fns[0].Name != "work" {
+		t.Fatalf("functions %+v, want only work (research runs only as a task)", fns)
+	}
+	if !strings.Contains(w.Logs.String(), "not a JSON-RPC message") || !strings.Contains(w.Logs.String(), "quirks server running on stdio") {
+		t.Errorf("the banner was not skipped with a warning:\n%s", w.Logs)
+	}
+	m := w.Manager(t, nil)
+	res, _, err := runFunction(t, m, "@alice:example.org", "quirks", "work", `{"text":"x"}`)
+	if err != nil || res.Error != "" {
+		t.Fatalf("work: %v %q\n%s", err, res.Error, w.Logs)
+	}
+	var out struct {
+		Text string `json:"untrusted_text"`
+	}
+	if err := json.Unmarshal(res.Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"worked", "[an image (image/png, 8 bytes), not shown]", `[a link to the resource "report" (file:///report.txt), not followed]`, "[the resource mem://note:]\na note"} {
+		if !strings.Contains(out.Text, want) {
+			t.Errorf("result %q lacks %q", out.Text, want)
+		}
+	}
+	if strings.Contains(out.Text, "mcp.") {
+		t.Errorf("result %q names a Go type", out.Text)
+	}
+}
+
 // TestExternalAppSecrets: an app's secret reaches its server's environment
 // through the spoke's fd 4, never argv or the spoke's own environment, and
 // no other app sees it.

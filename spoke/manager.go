@@ -402,7 +402,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	var private []byte
 	if m.opts.Extra != nil {
 		if extra, private, err = m.opts.Extra(key); err != nil {
-			return nil, m.failure(key, "could not be started: "+err.Error(), err)
+			return nil, m.failure(key, "could not be started", err)
 		}
 	}
 	if len(extra) == 0 && private == nil && policy.Prestartable(m.opts.SparePolicy) {
@@ -426,7 +426,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	var fill func() error
 	if private != nil {
 		if fd4, fill, err = privatePipe(private); err != nil {
-			return nil, m.failure(key, "could not be started: "+err.Error(), err)
+			return nil, m.failure(key, "could not be started", err)
 		}
 		defer fd4.Close()
 	}
@@ -443,7 +443,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	if fill != nil {
 		if err := fill(); err != nil {
 			c.discard()
-			return nil, m.failure(key, "could not be started: "+err.Error(), err)
+			return nil, m.failure(key, "could not be started", err)
 		}
 	}
 	return m.ready(ctx, key, c, spawned, false)

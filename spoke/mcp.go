@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/reveal"
 	"github.com/secgpt/secgpt/sandbox"
 )
 
@@ -60,7 +61,7 @@ type externalApp struct {
 	server *serverProcess
 	proxy  *egressProxy // nil without egress
 	direct *transparent // nil without egress
-	out    *lineLimit
+	out    *stdoutFilter
 	log    zerolog.Logger
 
 	startOnce sync.Once
@@ -147,7 +148,9 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 	if e.server, err = startServer(e.decl, serverPolicy(e.decl, policy, port), env); err != nil {
 		return nil, err
 	}
-	e.out = &lineLimit{r: e.server.stdout, max: maxMCPMessage}
+	e.out = newStdoutFilter(e.server.stdout, maxMCPMessage, func(line string) {
+		e.log.Warn().Str("line", bounded(line, 200)).Msg("Skipped a line of the app server's stdout that is not a JSON-RPC message")
+	})
 	go e.logStderr()
 	go e.serveListener()
 	return e, nil
@@ -186,6 +189,10 @@ func (e *externalApp) connect(ctx context.Context) error {
 		// the hub did not broker), no elicitation.
 		Capabilities: &mcp.ClientCapabilities{},
 		Logger:       slog.New(slog.DiscardHandler),
+		// A server may report progress; it is noted, not shown.
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			e.log.Debug().Float64("progress", req.Params.Progress).Float64("total", req.Params.Total).Msg("App server progress")
+		},
 	})
 	cctx, cancel := context.WithTimeout(ctx, e.decl.CallTimeout)
 	defer cancel()
@@ -228,6 +235,10 @@ func (e *externalApp) connect(ctx context.Context) error {
 	}
 	e.tools, e.typed = map[string]string{}, map[string]bool{}
 	for _, t := range listed {
+		if e.out.requiresTask(t.Name) {
+			e.log.Warn().Str("tool", bounded(t.Name, 100)).Msg("Skipped a tool that can only run as a task, which secgpt does not offer")
+			continue
+		}
 		fn, err := toolFunction(t)
 		if err != nil {
 			e.log.Warn().Err(err).Str("tool", bounded(t.Name, 100)).Msg("Skipped a tool of the app")
@@ -318,7 +329,7 @@ func (e *externalApp) explain(ctx context.Context, what string, err error) error
 	case e.out.over():
 		return fmt.Errorf("the MCP server sent a message over the %d-byte limit during %s", maxMCPMessage, what)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return e.diagnose(what, fmt.Sprintf("did not answer within %s", e.decl.CallTimeout))
+		return e.diagnose(what, fmt.Sprintf("did not answer within %s%s", e.decl.CallTimeout, e.out.skippedLines()))
 	case errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		return e.diagnose(what, "exited or closed its output")
 	default:
@@ -334,7 +345,9 @@ func (e *externalApp) logStderr() {
 	for {
 		line, err := r.ReadSlice('\n')
 		if len(line) > 0 {
-			text := strings.TrimRight(strings.ToValidUTF8(string(line), "?"), "\r\n")
+			// What the server wrote is data: shown, never interpreted, in
+			// the log and in the error messages that quote it.
+			text := reveal.Line(strings.TrimRight(string(line), "\r\n"))
 			if errors.Is(err, bufio.ErrBufferFull) {
 				text += "…"
 				// Skip the rest of the over-long line.
@@ -431,20 +444,6 @@ func toolSchema(what string, schema any) (json.RawMessage, error) {
 	return b, nil
 }
 
-// textOf joins a result's text content; other content is named, not kept.
-func textOf(content []mcp.Content) string {
-	var parts []string
-	for _, c := range content {
-		switch c := c.(type) {
-		case *mcp.TextContent:
-			parts = append(parts, c.Text)
-		default:
-			parts = append(parts, fmt.Sprintf("[%T content omitted]", c))
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // bounded cuts s to at most n bytes, on a rune boundary.
 func bounded(s string, n int) string {
 	if len(s) <= n {
@@ -454,42 +453,4 @@ func bounded(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-// lineLimit reads the server's stdout and fails once one line (one
-// JSON-RPC message) grows over max, remembering that it did.
-type lineLimit struct {
-	r    io.ReadCloser
-	max  int
-	line int
-
-	mu      sync.Mutex
-	tripped bool
-}
-
-var _ io.ReadCloser = (*lineLimit)(nil)
-
-func (l *lineLimit) Read(p []byte) (int, error) {
-	n, err := l.r.Read(p)
-	for _, b := range p[:n] {
-		if b == '\n' {
-			l.line = 0
-			continue
-		}
-		if l.line++; l.line > l.max {
-			l.mu.Lock()
-			l.tripped = true
-			l.mu.Unlock()
-			return 0, fmt.Errorf("a message from the MCP server is over the %d-byte limit", l.max)
-		}
-	}
-	return n, err
-}
-
-func (l *lineLimit) Close() error { return l.r.Close() }
-
-func (l *lineLimit) over() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.tripped
 }

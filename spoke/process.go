@@ -238,25 +238,7 @@ func (p *process) forwardLogs(r io.Reader) {
 			dropped++
 			continue
 		}
-		line := sc.Bytes()
-		var entry struct {
-			Level   string `json:"level"`
-			Message string `json:"message"`
-			Error   string `json:"error"`
-		}
-		if json.Unmarshal(line, &entry) != nil || entry.Message == "" {
-			p.log.Info().Str("spoke_stderr", string(line)).Msg("Spoke output")
-			continue
-		}
-		lvl, err := zerolog.ParseLevel(entry.Level)
-		if err != nil || lvl == zerolog.NoLevel {
-			lvl = zerolog.InfoLevel
-		}
-		ev := p.log.WithLevel(lvl).RawJSON("spoke_log", line)
-		if entry.Error != "" {
-			ev = ev.Str("spoke_error", entry.Error)
-		}
-		ev.Msg("Spoke: " + entry.Message)
+		p.relay(sc.Bytes())
 	}
 }
 

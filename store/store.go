@@ -1,11 +1,12 @@
 // Package store owns secgpt's SQLite database: sessions, permission grants,
 // the audit log, hub memory (per user), spoke memory (per user and app) and
-// the built-in apps' per-user documents, in one WAL-mode file whose schema
+// the built-in apps' per-user documents, and what discovering each external
+// app found for the identity of its code, in one WAL-mode file whose schema
 // it migrates at Open. Other parts (the Matrix bot, mautrix's crypto and
 // state stores) keep their own tables in the same file through DB.
 //
-// The store never interprets app data: documents and spoke memory are
-// opaque to it beyond being valid JSON or text within a size limit. It never
+// The store never interprets app data: documents, spoke memory and
+// discovered specs are opaque to it beyond being valid JSON or text within a size limit. It never
 // makes a security decision either: it stores and returns what the hub
 // decided, and only keeps its records consistent (one active session per
 // user, session grants ending with their session).

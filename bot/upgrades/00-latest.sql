@@ -1,4 +1,4 @@
--- v0 -> v1: Latest revision
+-- v0 -> v2: Latest revision
 
 -- The bot's own tables, beside the store's and mautrix's in the same file.
 -- Every *_at column holds Unix nanoseconds (UTC).
@@ -11,9 +11,14 @@ CREATE TABLE bot_meta (
 
 -- Every accepted incoming message, written inside the /sync handler before
 -- the sync token that covers it is saved, then served per user in seq order.
--- state: queued -> working -> answered; refused (rate or queue limit);
--- interrupted (found working at start: the bot crashed while serving it);
--- failed (the answer could not be sent) -> reported (the user was told).
+-- state: queued -> working -> sending -> answered; refused (rate or queue
+-- limit); interrupted (found working at start: the bot crashed while serving
+-- it, and the notice saying so is sent like an answer); failed (the answer
+-- could not be sent) -> reported (the user was told).
+-- A row is sending from before its reply goes out until the homeserver took
+-- it: reply_txn, reply_text and reply_kind are what a restart sends again,
+-- with the same transaction ID, so the homeserver posts it once; reply_done
+-- is the state after. All are erased once it went out.
 CREATE TABLE bot_inbox (
     seq             INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id        TEXT NOT NULL UNIQUE,
@@ -25,7 +30,11 @@ CREATE TABLE bot_inbox (
     state           TEXT NOT NULL,
     received_at     INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL,
-    answer_event_id TEXT NOT NULL DEFAULT ''
+    answer_event_id TEXT NOT NULL DEFAULT '',
+    reply_txn       TEXT NOT NULL DEFAULT '',
+    reply_text      TEXT NOT NULL DEFAULT '',
+    reply_kind      TEXT NOT NULL DEFAULT '',
+    reply_done      TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX bot_inbox_user_state ON bot_inbox (user_id, state, seq);
 

@@ -32,6 +32,9 @@ func runBot(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return &configError{err: err}
 	}
+	if err := checkScratch(cfg); err != nil {
+		return err
+	}
 	log := newLogger(cfg.Logging, stderr)
 	if err := checkSandbox(cfg, stderr, log); err != nil {
 		return &startupError{err: err}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/reveal"
 )
 
 const chatHelp = `Type a request, or a command:
@@ -64,12 +65,17 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			chatCommand(ctx, sys, *userID, line, stdout)
 			continue
 		}
+		if err := sys.cannotRun(line); err != nil {
+			fmt.Fprintf(stdout, "secgpt: sorry, %v\n", err)
+			continue
+		}
 		reply, err := sys.hub.Handle(ctx, hub.Request{User: *userID, Query: line, Consenter: consent})
 		if err != nil {
 			fmt.Fprintf(stdout, "secgpt: sorry, %v\n", userFacing(err))
 			continue
 		}
-		fmt.Fprintf(stdout, "secgpt: %s\n", reply.Answer)
+		// Apps and the model wrote the answer: shown, never interpreted.
+		fmt.Fprintf(stdout, "secgpt: %s\n", reveal.Text(reply.Answer))
 	}
 }
 
@@ -176,7 +182,7 @@ func (t *terminalConsenter) Ask(ctx context.Context, req hub.ConsentRequest) (hu
 	for _, c := range req.Choices {
 		choices = append(choices, fmt.Sprintf("[%s]%s", string(c)[:1], string(c)[1:]))
 	}
-	fmt.Fprintf(t.out, "\n--- permission needed (%s) ---\n%s\n", req.Category, req.Summary)
+	fmt.Fprintf(t.out, "\n--- permission needed (%s) ---\n%s\n", req.Category, reveal.Text(req.Summary))
 	for {
 		fmt.Fprintf(t.out, "%s? (answer within %s; no answer means deny) ", strings.Join(choices, " "), hub.Within(time.Until(req.Deadline)))
 		select {

@@ -10,8 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/rs/zerolog"
+	"unicode/utf8"
 
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/apps/benchapps"
@@ -19,6 +18,7 @@ import (
 	"github.com/secgpt/secgpt/casestudy"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/llm/simulator"
+	"github.com/secgpt/secgpt/reveal"
 	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/spoke"
 )
@@ -57,28 +57,33 @@ func runAsk(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer sys.Close()
+	if err := sys.cannotRun(fs.Arg(0)); err != nil {
+		return err
+	}
 	reply, err := sys.hub.Handle(ctx, hub.Request{User: *user, Query: fs.Arg(0), Consenter: consenter})
 	if *asJSON && reply != nil && reply.Record != nil {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if encErr := enc.Encode(reply.Record); encErr != nil {
+		raw, encErr := json.MarshalIndent(reply.Record, "", "  ")
+		if encErr != nil {
 			return fmt.Errorf("failed to print record: %w", encErr)
 		}
+		// The same JSON, with what a terminal would act on as \u escapes.
+		fmt.Fprintf(stdout, "%s\n", reveal.JSON(raw))
 	}
 	if err != nil {
 		return userFacing(err)
 	}
 	if !*asJSON {
-		fmt.Fprintln(stdout, reply.Answer)
+		fmt.Fprintln(stdout, reveal.Text(reply.Answer))
 	}
 	return nil
 }
 
-// userFacing keeps the hub's message for the user and drops internals.
+// userFacing keeps the hub's message for the user and drops internals. The
+// message may quote an app or its server: it is shown, never interpreted.
 func userFacing(err error) error {
 	var he *hub.Error
 	if errors.As(err, &he) {
-		return errors.New(he.Plain())
+		return errors.New(reveal.Text(he.Plain()))
 	}
 	return err
 }
@@ -172,37 +177,9 @@ func printRows(w io.Writer, rows []casestudy.Row) {
 		if r.Err != "" {
 			detail = "error: " + r.Err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Case, r.Mode, yesNo(r.Attack), yesNo(r.Task), r.LLMCalls, r.Wall.Round(time.Millisecond), detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Case, r.Mode, yesNo(r.Attack), yesNo(r.Task), r.LLMCalls, r.Wall.Round(time.Millisecond), reveal.Line(detail))
 	}
 	tw.Flush()
-}
-
-func runApps(args []string, stdout io.Writer) error {
-	fs := newFlags("apps", stdout)
-	configPath := fs.String("config", "", "config file")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, _, err := configFor(*configPath)
-	if err != nil {
-		return err
-	}
-	for _, name := range cfg.Apps.Installed {
-		a, _ := apps.Lookup(name)
-		printApp(stdout, a.Spec(), cfg.appLimits(name))
-	}
-	// External apps' functions are what their servers list: start each.
-	declared := cfg.Apps.External
-	specs, failed := discoverExternal(context.Background(), &cfg, zerolog.Nop())
-	for _, e := range declared {
-		if err := failed[e.Name]; err != nil {
-			fmt.Fprintf(stdout, "%s (external MCP app): NOT INSTALLED: %s\n", e.Name, oneLine(err.Error(), 600))
-		}
-	}
-	for _, s := range specs {
-		printApp(stdout, s, cfg.appLimits(s.Name))
-	}
-	return nil
 }
 
 // printApp describes one app: what it is, what it may reach, how it is confined.
@@ -233,12 +210,17 @@ func printApp(w io.Writer, s apps.Spec, l sandbox.Limits) {
 	fmt.Fprintln(w)
 }
 
+// oneLine shows s on one line of at most about n bytes, escaped: it may
+// come from an app.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
-		return s[:n] + "…"
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		return reveal.Line(s[:n]) + "…"
 	}
-	return s
+	return reveal.Line(s)
 }
 
 func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -322,8 +322,8 @@ func (c *Config) validate() error {
 	if c.Database == "" {
 		return bad("database", "is required")
 	}
-	if len(c.Apps.Installed) == 0 {
-		return bad("apps.installed", "must list at least one app")
+	if len(c.Apps.Installed) == 0 && len(c.Apps.External) == 0 {
+		return bad("apps.installed", "must list at least one app, or apps.external declare one")
 	}
 	seen := map[string]bool{}
 	for i, name := range c.Apps.Installed {

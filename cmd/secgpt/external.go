@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,11 +18,13 @@ import (
 	"github.com/secgpt/secgpt/hub/egress"
 	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/spoke"
+	"github.com/secgpt/secgpt/store"
 )
 
 // ExternalApp declares an external app: an MCP server over stdio that
 // runs, like every app, in a sandboxed spoke of its own (docs/apps.md).
-// Declared apps are installed; their names may not be built-in apps'.
+// Declared apps are installed; their names may be built-in apps' that are
+// not installed.
 type ExternalApp struct {
 	Name string `yaml:"name" json:"name"`
 	// Command is the absolute path of the server's ELF executable; a
@@ -73,11 +72,12 @@ func (a AppsConfig) validateExternal(seen map[string]bool) error {
 		bad := func(sub, format string, args ...any) error {
 			return fmt.Errorf("config: %s%s: %s", field, sub, fmt.Sprintf(format, args...))
 		}
+		// A built-in app's name is free while that app is not installed.
 		switch _, builtin := apps.Lookup(e.Name); {
 		case !apps.ValidName(e.Name):
 			return bad(".name", "%q is not a valid app name: use lower-case letters, digits and single underscores, starting with a letter", e.Name)
-		case builtin:
-			return bad(".name", "%q is the name of a built-in app", e.Name)
+		case builtin && seen[e.Name]:
+			return bad(".name", "%q is the name of a built-in app that is installed (apps.installed)", e.Name)
 		case seen[e.Name]:
 			return bad(".name", "%q is installed twice", e.Name)
 		}
@@ -218,45 +218,6 @@ func (a AppsConfig) externalApp(name string) (ExternalApp, bool) {
 	return ExternalApp{}, false
 }
 
-// codeIdentity identifies the app's code and declaration: SHA-256 over the
-// command's bytes, the bytes of every argument that names an existing
-// regular file (its scripts), and the declaration as canonical JSON, which
-// names secrets but holds none of their values. It enters the app's spec,
-// so a grant given to one version of the app does not cover another.
-func (e ExternalApp) codeIdentity() (string, error) {
-	h := sha256.New()
-	io.WriteString(h, "secgpt external app v1\n")
-	hashFile := func(path string) error {
-		f, err := os.Open(path)
-		if err != nil {
-			return fmt.Errorf("failed to read %s to identify app %s: %w", path, e.Name, err)
-		}
-		defer f.Close()
-		fmt.Fprintf(h, "file %q\n", path)
-		if _, err := io.Copy(h, f); err != nil {
-			return fmt.Errorf("failed to read %s to identify app %s: %w", path, e.Name, err)
-		}
-		io.WriteString(h, "\n")
-		return nil
-	}
-	if err := hashFile(e.Command); err != nil {
-		return "", err
-	}
-	for _, arg := range e.Args {
-		if st, err := os.Stat(arg); filepath.IsAbs(arg) && err == nil && st.Mode().IsRegular() {
-			if err := hashFile(arg); err != nil {
-				return "", err
-			}
-		}
-	}
-	decl, err := json.Marshal(e)
-	if err != nil {
-		return "", fmt.Errorf("failed to encode the declaration of app %s: %w", e.Name, err)
-	}
-	h.Write(decl)
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // limits are the app's sandbox limits: the exec profile's defaults (its
 // server's profile: the spoke's cgroup holds the server), the config's for
 // every spoke and for the app, then its declaration's.
@@ -338,44 +299,71 @@ func (e ExternalApp) environment() (map[string]string, error) {
 	return env, nil
 }
 
-// discoverExternal describes every declared external app in a discovery
-// spoke of its own (no user, no data) and returns their specs: the
-// functions the server lists, completed from the declaration (egress,
-// description, code identity). An app that cannot be discovered is not
-// installed: it is dropped from cfg, with one error line in the log (which
-// is secgpt's stderr), and the rest runs. failed says why, per app.
-func discoverExternal(ctx context.Context, cfg *Config, log zerolog.Logger) (specs []apps.Spec, failed map[string]error) {
+// discoveryCache keeps what discovery found, by app and code identity
+// (the store).
+type discoveryCache interface {
+	Discovery(ctx context.Context, app, identity string) (json.RawMessage, bool, error)
+	PutDiscovery(ctx context.Context, app, identity string, spec json.RawMessage) error
+}
+
+var _ discoveryCache = (*store.Store)(nil)
+
+// discoveryFormat versions what the cache holds: a secgpt that reads tools
+// differently changes it, and discovers every app again.
+const discoveryFormat = "discovery v1 "
+
+// discoverExternal describes every declared external app and returns
+// their specs: the functions its server lists, completed from the
+// declaration (egress, description, code identity). What a cache (may be
+// nil) holds for the app's current identity is used as is, and no server
+// starts; otherwise the app is described in a discovery spoke of its own
+// (no user, no data) and the cache keeps what it found. An app that cannot
+// be discovered is not installed: it is dropped from cfg, with one error
+// line in the log (which is secgpt's stderr), and the rest runs. failed
+// says why, per app.
+func discoverExternal(ctx context.Context, cfg *Config, cache discoveryCache, log zerolog.Logger) (specs []apps.Spec, failed map[string]error) {
 	if len(cfg.Apps.External) == 0 {
 		return nil, nil
 	}
 	failed = map[string]error{}
 	caps := sandbox.Probe()
-	// Discovery starts one spoke per external app, none of them strict.
-	discovery := *cfg
-	discovery.Spokes.Spares = 0
-	mgr, err := newSpokeManager(discovery, log)
-	if err != nil {
-		for _, e := range cfg.Apps.External {
-			failed[e.Name] = err
-		}
-		cfg.Apps.External = nil
-		return nil, failed
-	}
-	defer mgr.Close()
-	ctx, cancel := context.WithTimeout(ctx, cfg.Deadlines.SpokeStart+cfg.Deadlines.Step)
-	defer cancel()
+	hashes := codeHashesFile(cfg.Database)
+	fileHashes.load(hashes)
 	found := make([]apps.Spec, len(cfg.Apps.External))
 	errs := make([]error, len(cfg.Apps.External))
-	var wg sync.WaitGroup
+	cached := make([]bool, len(cfg.Apps.External))
+	var missing []int
 	for i := range cfg.Apps.External {
 		e := &cfg.Apps.External[i]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			found[i], errs[i] = describeExternal(ctx, mgr, e)
-		}()
+		found[i], errs[i] = e.cached(ctx, cache)
+		if cached[i] = found[i].Name != ""; errs[i] == nil && !cached[i] {
+			missing = append(missing, i)
+		}
 	}
-	wg.Wait()
+	if err := fileHashes.save(hashes); err != nil {
+		log.Warn().Err(err).Msg("Code hashes not cached")
+	}
+	if len(missing) > 0 {
+		// Discovery starts one spoke per external app, none of them strict.
+		discovery := *cfg
+		discovery.Spokes.Spares = 0
+		mgr, err := newSpokeManager(discovery, log)
+		if err != nil {
+			for _, i := range missing {
+				errs[i] = err
+			}
+		} else {
+			defer mgr.Close()
+			ctx, cancel := context.WithTimeout(ctx, cfg.Deadlines.SpokeStart+cfg.Deadlines.Step)
+			defer cancel()
+			var wg sync.WaitGroup
+			for _, i := range missing {
+				e := &cfg.Apps.External[i]
+				wg.Go(func() { found[i], errs[i] = describeExternal(ctx, mgr, cache, e) })
+			}
+			wg.Wait()
+		}
+	}
 	var kept []ExternalApp
 	for i, e := range cfg.Apps.External {
 		if errs[i] != nil {
@@ -386,7 +374,7 @@ func discoverExternal(ctx context.Context, cfg *Config, log zerolog.Logger) (spe
 		if len(e.Egress) > 0 && !(caps.UserNS && caps.NetNS) {
 			log.Error().Str("app", e.Name).Msg("*** SANDBOX WEAKENED: external app " + e.Name + " has no network namespace of its own (sandbox.allow_weaker_sandbox): its egress proxy listens on the machine's loopback")
 		}
-		log.Info().Str("app", e.Name).Str("version", found[i].Version).Int("functions", len(found[i].Functions)).Msg("External app installed")
+		log.Info().Str("app", e.Name).Str("version", found[i].Version).Int("functions", len(found[i].Functions)).Bool("cached", cached[i]).Msg("External app installed")
 		kept = append(kept, e)
 		specs = append(specs, found[i])
 	}
@@ -394,20 +382,62 @@ func discoverExternal(ctx context.Context, cfg *Config, log zerolog.Logger) (spe
 	return specs, failed
 }
 
-// describeExternal discovers one app and records, in e, what its later
-// spokes must match.
-func describeExternal(ctx context.Context, mgr *spoke.Manager, e *ExternalApp) (apps.Spec, error) {
+// cached identifies the app and returns what cache holds for that
+// identity, checked as a fresh discovery is: a spec without a name when
+// nothing is cached (or cache is nil).
+func (e *ExternalApp) cached(ctx context.Context, cache discoveryCache) (apps.Spec, error) {
 	id, err := e.codeIdentity()
 	if err != nil {
 		return apps.Spec{}, err
 	}
+	e.identity = id
+	// A secret missing from secgpt's environment fails the app now, as
+	// its spoke's start would.
+	if _, err := e.environment(); err != nil {
+		return apps.Spec{}, err
+	}
+	if cache == nil {
+		return apps.Spec{}, nil
+	}
+	b, ok, err := cache.Discovery(ctx, e.Name, discoveryFormat+id)
+	if err != nil || !ok {
+		return apps.Spec{}, err
+	}
+	var spec apps.Spec
+	if err := json.Unmarshal(b, &spec); err != nil || spec.Name != e.Name {
+		return apps.Spec{}, nil // a damaged entry: discover again
+	}
+	return e.complete(spec)
+}
+
+// describeExternal discovers one app, already identified, in a spoke and
+// records in the cache (may be nil) what it found.
+func describeExternal(ctx context.Context, mgr *spoke.Manager, cache discoveryCache, e *ExternalApp) (apps.Spec, error) {
 	spec, err := spoke.Describe(ctx, mgr, e.Name)
 	if err != nil {
 		return apps.Spec{}, err
 	}
+	if spec, err = e.complete(spec); err != nil {
+		return apps.Spec{}, err
+	}
+	if cache != nil {
+		b, err := json.Marshal(spec)
+		if err != nil {
+			return apps.Spec{}, fmt.Errorf("failed to encode the spec of app %s: %w", e.Name, err)
+		}
+		if err := cache.PutDiscovery(ctx, e.Name, discoveryFormat+e.identity, b); err != nil {
+			zerolog.Ctx(ctx).Warn().Err(err).Str("app", e.Name).Msg("Discovery not cached")
+		}
+	}
+	return spec, nil
+}
+
+// complete fills in what the declaration says of a described app, checks
+// it, and records in e what its later spokes must match.
+func (e *ExternalApp) complete(spec apps.Spec) (apps.Spec, error) {
 	spec.Profile = apps.ProfileExec
 	spec.Egress = e.Egress
-	spec.Identity = id
+	spec.Identity = e.identity
 	if e.Description != "" {
 		spec.Description = e.Description
 	}
@@ -421,6 +451,6 @@ func describeExternal(ctx context.Context, mgr *spoke.Manager, e *ExternalApp) (
 			}
 		}
 	}
-	e.identity, e.functions = id, spoke.FunctionsDigest(spec.Functions)
+	e.functions = spoke.FunctionsDigest(spec.Functions)
 	return spec, nil
 }

@@ -117,36 +117,47 @@ func TestExternalAppInAFewLines(t *testing.T) {
 }
 
 // TestChangedExternalAppAsksAgain: a grant names the app's identity, a
-// hash of its command, scripts and declaration. After the script changes,
-// the stored "always" grant no longer matches and the user is asked again.
+// hash of all its code and its declaration. After the script, or another
+// module of its package (which the server may import), changes, the stored
+// "always" grant no longer matches and the user is asked again.
 func TestChangedExternalAppAsksAgain(t *testing.T) {
 	requireSpokeSandbox(t)
-	script := mcptest.Script(t, mcptest.Dir(t), "words.py")
-	cfg := externalConfig(t, fmt.Sprintf("- name: words\n  command: %s\n  args: [%s]\n", mcptest.Python(t), script))
-	const query = "Use words to shout text = 'hi'.\n"
-	chat := func(input string) string {
-		r := runBinary(t, input+"/quit\n", "chat", "--config", cfg, "--user", "tester")
-		if r.code != exitOK {
-			t.Fatalf("chat: exit %d: %s", r.code, r.stderr)
-		}
-		return r.stdout
-	}
-	if out := chat(query + "a\n"); !strings.Contains(out, `Run the app "words"`) || !strings.Contains(out, "HI!") {
-		t.Fatalf("first run:\n%s", out)
-	}
-	if out := chat(query); strings.Contains(out, "permission needed") || !strings.Contains(out, "HI!") {
-		t.Fatalf("the stored grant did not answer:\n%s", out)
-	}
-	f, err := os.OpenFile(script, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("# a new version\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	if out := chat(query + "o\n"); !strings.Contains(out, `Run the app "words"`) {
-		t.Fatalf("a changed app was not asked for again:\n%s", out)
+	for _, edited := range []string{"words.py", "helper.py"} {
+		t.Run(edited, func(t *testing.T) {
+			dir := mcptest.Dir(t)
+			script := mcptest.Script(t, dir, "words.py")
+			for name, content := range map[string]string{"pyproject.toml": "[project]\nname = \"words\"\n", "helper.py": "X = 1\n"} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := externalConfig(t, fmt.Sprintf("- name: words\n  command: %s\n  args: [%s]\n", mcptest.Python(t), script))
+			const query = "Use words to shout text = 'hi'.\n"
+			chat := func(input string) string {
+				r := runBinary(t, input+"/quit\n", "chat", "--config", cfg, "--user", "tester")
+				if r.code != exitOK {
+					t.Fatalf("chat: exit %d: %s", r.code, r.stderr)
+				}
+				return r.stdout
+			}
+			if out := chat(query + "a\n"); !strings.Contains(out, `Run the app "words"`) || !strings.Contains(out, "HI!") {
+				t.Fatalf("first run:\n%s", out)
+			}
+			if out := chat(query); strings.Contains(out, "permission needed") || !strings.Contains(out, "HI!") {
+				t.Fatalf("the stored grant did not answer:\n%s", out)
+			}
+			f, err := os.OpenFile(filepath.Join(dir, edited), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteString("# a new version\n"); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if out := chat(query + "o\n"); !strings.Contains(out, `Run the app "words"`) {
+				t.Fatalf("a changed app was not asked for again:\n%s", out)
+			}
+		})
 	}
 }
 
@@ -223,4 +234,128 @@ func codeBlock(t *testing.T, doc, fence string) string {
 		t.Fatalf("unterminated %q block", strings.TrimSpace(fence))
 	}
 	return block
+}
+
+// TestExternalOnlyConfig: a config may install external apps only, and an
+// external app may take the name of a built-in app that is not installed
+// (not of one that is).
+func TestExternalOnlyConfig(t *testing.T) {
+	python := mcptest.Python(t)
+	script := mcptest.Script(t, mcptest.Dir(t), "words.py")
+	app := "- name: metro_hail\n  command: " + python + "\n  args: [" + script + "]\n"
+	cfg, _, err := configFor(testConfig(t, "apps:\n  installed: []\n  external:\n"+indent(app, "    ")))
+	if err != nil {
+		t.Fatalf("external apps only, one named as a built-in that is not installed: %v", err)
+	}
+	if e, ok := cfg.Apps.externalApp("metro_hail"); !ok || e.Command != python {
+		t.Fatalf("the external metro_hail is not declared: %+v", cfg.Apps)
+	}
+	if _, _, err := configFor(testConfig(t, "apps:\n  installed: []\n")); err == nil || !strings.Contains(err.Error(), "must list at least one app") {
+		t.Fatalf("no app at all: %v", err)
+	}
+}
+
+// wordsAndBrokenConfig installs words and broken, whose server exits at
+// once.
+func wordsAndBrokenConfig(t *testing.T) string {
+	dir := mcptest.Dir(t)
+	python := mcptest.Python(t)
+	return externalConfig(t, fmt.Sprintf("- name: words\n  command: %s\n  args: [%s]\n- name: broken\n  command: %s\n  args: [%s, exit]\n",
+		python, mcptest.Script(t, dir, "words.py"), python, mcptest.Script(t, dir, "failing.py")))
+}
+
+// TestAppsMarksAFailedDiscovery: `secgpt apps` lists the app whose server
+// could not be discovered as NOT INSTALLED, with why, and exits non-zero.
+func TestAppsMarksAFailedDiscovery(t *testing.T) {
+	requireSpokeSandbox(t)
+	cfg := wordsAndBrokenConfig(t)
+	r := runBinary(t, "", "apps", "--config", cfg)
+	if r.code != exitFailed {
+		t.Fatalf("apps: exit %d, want %d\n%s\n%s", r.code, exitFailed, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"broken (external MCP app): NOT INSTALLED: ", "exiting at once", "words 1.0.0 (external (MCP))"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("secgpt apps lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "could not be discovered: [broken]") {
+		t.Errorf("stderr %q does not name the app", r.stderr)
+	}
+}
+
+// TestDiscoveryCachedByIdentity: the first query discovers the external
+// app (starts its server); the next finds its tools in the store and
+// starts no server to learn them; after the script changes, it is
+// discovered again.
+func TestDiscoveryCachedByIdentity(t *testing.T) {
+	requireSpokeSandbox(t)
+	script := mcptest.Script(t, mcptest.Dir(t), "words.py")
+	cfg := testConfig(t, "logging:\n  level: info\n"+fmt.Sprintf("apps:\n  installed: []\n  external:\n    - name: words\n      command: %s\n      args: [%s]\n", mcptest.Python(t), script))
+	ask := func() string {
+		r := runBinary(t, "", "ask", "--config", cfg, "--user", "u", "Use words to shout text = 'cached'.")
+		if r.code != exitOK || !strings.Contains(r.stdout, "CACHED!") {
+			t.Fatalf("ask: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		return r.stderr
+	}
+	colour := regexp.MustCompile("\x1b\\[[0-9;]*m")
+	cachedLine := regexp.MustCompile(`External app installed.* cached=(true|false)`)
+	cached := func(stderr string) string {
+		m := cachedLine.FindStringSubmatch(colour.ReplaceAllString(stderr, ""))
+		if m == nil {
+			t.Fatalf("no line says the app was installed:\n%s", stderr)
+		}
+		return m[1]
+	}
+	if got := cached(ask()); got != "false" {
+		t.Fatalf("first query: cached = %s", got)
+	}
+	if got := cached(ask()); got != "true" {
+		t.Fatalf("second query: cached = %s", got)
+	}
+	f, err := os.OpenFile(script, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("# a new version\n")
+	f.Close()
+	if got := cached(ask()); got != "false" {
+		t.Fatalf("after a change: cached = %s", got)
+	}
+}
+
+// TestAskSaysWhichAppCouldNotRun: a query naming an external app that
+// could not be discovered is not answered without it: `secgpt ask` says
+// which app could not run and why, and fails; the other apps still serve.
+func TestAskSaysWhichAppCouldNotRun(t *testing.T) {
+	requireSpokeSandbox(t)
+	cfg := wordsAndBrokenConfig(t)
+	r := runBinary(t, "", "ask", "--config", cfg, "--user", "u", "Use broken to work text = 'x'.")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "the app broken could not run: ") || !strings.Contains(r.stderr, "exiting at once") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	if strings.TrimSpace(r.stdout) != "" {
+		t.Errorf("an answer without the app: %q", r.stdout)
+	}
+	r = runBinary(t, "", "ask", "--config", cfg, "--user", "u", "Use words to shout text = 'still here'.")
+	if r.code != exitOK || !strings.Contains(r.stdout, "STILL HERE!") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestNamesApp(t *testing.T) {
+	for _, tt := range []struct {
+		text, name string
+		want       bool
+	}{
+		{"Use files to read", "files", true},
+		{"use FILES.", "files", true},
+		{"profiles and files_x", "files", false},
+		{"go_memory please", "memory", false},
+		{"memory", "memory", true},
+	} {
+		if got := namesApp(tt.text, tt.name); got != tt.want {
+			t.Errorf("namesApp(%q, %q) = %v", tt.text, tt.name, got)
+		}
+	}
 }

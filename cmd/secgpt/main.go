@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	_ "github.com/secgpt/secgpt/apps/all"
+	"github.com/secgpt/secgpt/reveal"
 	"github.com/secgpt/secgpt/spoke"
 )
 
@@ -57,7 +58,10 @@ commands:
   doctor      check each model endpoint: which server, structured output, tool calls, context window
   bench       measure isolated against vanilla in the shape of the paper's Table IV, and users arriving at once:
               secgpt bench [--latency 1s] [--per-category N] [--users 1,10,50,100,200] [--json FILE]
-  apps        list the installed apps
+  apps        list the installed apps, starting each external app's server: secgpt apps [--config FILE]
+              (exits 1 when an external app could not be discovered)
+              secgpt apps add [--name N] [--into DIR] npm:PACKAGE@VERSION | PATH [ARG...]: install an
+              MCP server and print its config entry
   sandbox-check  run a hostile app against the sandbox, offline, and print each attack: blocked or not, and how
   seed        load a fixture into a user's app data: secgpt seed --user ID FILE
 
@@ -79,7 +83,7 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "secgpt:", err)
+	fmt.Fprintln(stderr, "secgpt:", reveal.Text(err.Error()))
 	var ue *usageError
 	var ce *configError
 	var se *startupError
@@ -117,7 +121,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "doctor":
 		return runDoctor(ctx, rest, stdout, stderr)
 	case "apps":
-		return runApps(rest, stdout)
+		return runApps(ctx, rest, stdout, stderr)
 	case "seed":
 		return runSeed(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
@@ -179,6 +183,9 @@ func openFor(ctx context.Context, path string, stderr io.Writer, oneQuery bool) 
 	}
 	if note != "" {
 		fmt.Fprintln(stderr, note)
+	}
+	if err := checkScratch(cfg); err != nil {
+		return nil, err
 	}
 	log := newLogger(cfg.Logging, stderr)
 	if err := checkSandbox(cfg, stderr, log); err != nil {

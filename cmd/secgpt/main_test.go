@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -264,18 +265,9 @@ func TestChatAsksOncePerRequest(t *testing.T) {
 func TestChatUnansweredConsentIsDenied(t *testing.T) {
 	cfg := testConfig(t, "consent:\n  timeout: 300ms\n")
 	// The prompt gets no line before its deadline; end of input comes later.
-	cmd := exec.Command(binary, "chat", "--config", cfg, "--user", "tester")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, out := startChat(t, cfg, "tester")
 	fmt.Fprintln(stdin, "Use metro_hail from 'A' to 'B'.")
-	waitFor(t, &out, "metro_hail was not run: you did not answer in time")
+	waitFor(t, out, "metro_hail was not run: you did not answer in time")
 	stdin.Close()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("chat: %v\n%s", err, out.String())
@@ -283,6 +275,22 @@ func TestChatUnansweredConsentIsDenied(t *testing.T) {
 	if !strings.Contains(out.String(), "you did not answer in time: nothing was allowed") || strings.Contains(out.String(), "did not allow") {
 		t.Fatalf("output:\n%s", out.String())
 	}
+}
+
+// startChat starts `secgpt chat` for user, its stdout and stderr in out.
+func startChat(t *testing.T, cfg, user string) (*exec.Cmd, io.WriteCloser, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(binary, "chat", "--config", cfg, "--user", user)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin, out
 }
 
 // syncBuffer collects a child's output while the test reads it.

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/reveal"
 	"github.com/secgpt/secgpt/vanilla"
 )
 
@@ -45,7 +46,7 @@ func runAskVanilla(ctx context.Context, configPath, user, query string, asJSON b
 	for _, e := range cfg.Apps.External {
 		a, err := startVanillaMCP(ctx, e)
 		if err != nil {
-			fmt.Fprintf(stderr, "secgpt: %s (external MCP app) not started: %v\n", e.Name, err)
+			fmt.Fprintf(stderr, "secgpt: %s (external MCP app) not started: %s\n", e.Name, reveal.Line(err.Error()))
 			continue
 		}
 		defer a.Close()
@@ -64,7 +65,7 @@ func runAskVanilla(ctx context.Context, configPath, user, query string, asJSON b
 		return err
 	}
 	if !asJSON {
-		fmt.Fprintln(stdout, res.Answer)
+		fmt.Fprintln(stdout, reveal.Text(res.Answer))
 	}
 	return nil
 }

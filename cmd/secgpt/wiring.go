@@ -8,26 +8,60 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/egress"
 	"github.com/secgpt/secgpt/llm"
+	"github.com/secgpt/secgpt/reveal"
 	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/spoke"
 	"github.com/secgpt/secgpt/store"
 )
 
+// newLogger logs to w. Log lines carry text apps, models and Matrix users
+// wrote, so neither format lets it act on a terminal: the console format
+// escapes every value and colours only a terminal, and JSON lines carry
+// what a terminal would act on as \u escapes.
 func newLogger(cfg LoggingConfig, w io.Writer) zerolog.Logger {
 	lvl, err := zerolog.ParseLevel(cfg.Level)
 	if err != nil {
 		lvl = zerolog.WarnLevel
 	}
 	if cfg.Format == "console" {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly, NoColor: !isTerminal(w), FormatPrepare: revealFields}
+	} else {
+		w = revealJSON{w}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
+}
+
+// revealFields escapes every string of a console log line before it is
+// formatted.
+func revealFields(fields map[string]any) error {
+	for k, v := range fields {
+		fields[k] = reveal.Value(v)
+	}
+	return nil
+}
+
+// revealJSON writes JSON log lines with what a terminal would act on as
+// \u escapes (zerolog writes one line per Write).
+type revealJSON struct{ w io.Writer }
+
+func (r revealJSON) Write(p []byte) (int, error) {
+	if _, err := r.w.Write(reveal.JSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // system is everything a front end needs, assembled from the config.
@@ -38,6 +72,9 @@ type system struct {
 	models *modelEndpoints
 	spokes *spoke.Manager
 	hub    *hub.Hub
+	// unavailable are the declared external apps that could not be
+	// discovered, and why.
+	unavailable map[string]error
 }
 
 // openSystem assembles the store, the model endpoint, the spoke manager
@@ -60,7 +97,8 @@ func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zero
 		return nil, err
 	}
 	// Before the spoke manager, which must know what discovery found.
-	external, _ := discoverExternal(ctx, &cfg, log)
+	external, unavailable := discoverExternal(ctx, &cfg, st, log)
+	s.unavailable = unavailable
 	s.cfg = cfg
 	if s.spokes, err = newSpokeManager(cfg, log); err != nil {
 		s.Close()
@@ -128,6 +166,27 @@ func overrideLimits(l sandbox.Limits, overrides ...LimitsConfig) sandbox.Limits 
 		}
 	}
 	return l
+}
+
+// checkScratch makes sure, at start, that spokes will be able to use their
+// scratch directories: the root exists (0711, as spoke.ScratchDir keeps
+// it) and the uid spokes run as can pass through every directory down to
+// it. Otherwise every approved request would fail later, one by one.
+func checkScratch(cfg Config) error {
+	root := cfg.Spokes.ScratchDir
+	bad := func(format string, args ...any) error {
+		return &configError{err: fmt.Errorf("config: spokes.scratch_dir: %s", fmt.Sprintf(format, args...))}
+	}
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return bad("cannot create %s: %v", root, err)
+	}
+	if err := os.Chmod(root, 0o711); err != nil {
+		return bad("cannot make %s passable: %v", root, err)
+	}
+	if err := sandbox.ReachableBySpokes(root); err != nil {
+		return bad("the apps' sandboxed user cannot reach %s (%v); choose a directory every user may pass through, such as /var/lib/secgpt/scratch", root, err)
+	}
+	return nil
 }
 
 // checkSandbox prints what the kernel offers, one line per protection, and
@@ -216,8 +275,17 @@ func spokeOptions(cfg Config, log zerolog.Logger) spoke.Options {
 // newEgress is the hub's egress broker. A response travels base64 in a JSON
 // frame, so its body is bounded well under the frame limit.
 func newEgress(cfg Config) *egress.Broker {
-	return egress.New(egress.Options{MaxResponseBytes: int64(cfg.Spokes.MaxFrameBytes) * 6 / 10})
+	opts := egress.Options{MaxResponseBytes: int64(cfg.Spokes.MaxFrameBytes) * 6 / 10}
+	if egressForTests != nil {
+		egressForTests(&opts)
+	}
+	return egress.New(opts)
 }
+
+// egressForTests is nil but in the end-to-end tests' binary (egress_e2e.go,
+// built with the e2e tag only), where it points the broker's resolver and
+// dialer at a loopback test server.
+var egressForTests func(*egress.Options)
 
 func newHub(ctx context.Context, cfg Config, st *store.Store, model hub.LLM, runner hub.Runner, specs []apps.Spec, egress hub.Egress, log zerolog.Logger) (*hub.Hub, error) {
 	return hub.New(ctx, hub.Options{

@@ -1,4 +1,4 @@
--- v0 -> v2: Latest revision
+-- v0 -> v3: Latest revision
 
 -- Every *_at column holds Unix nanoseconds (UTC).
 
@@ -84,3 +84,12 @@ CREATE TABLE app_docs (
 CREATE INDEX app_docs_list_idx ON app_docs (user_id, app, collection, updated_at, seq);
 -- Finds the newest update of an (user, app) for the per-app monotonic clock.
 CREATE INDEX app_docs_clock_idx ON app_docs (user_id, app, updated_at);
+
+-- What an external app's server listed (its spec, as JSON), for the
+-- identity of its code and declaration: one row per app, the latest.
+CREATE TABLE app_discovery (
+	app           TEXT    NOT NULL PRIMARY KEY,
+	identity      TEXT    NOT NULL,
+	spec          TEXT    NOT NULL,
+	discovered_at INTEGER NOT NULL
+);
