@@ -26,7 +26,7 @@ func (t *terminalConsenter) AskEach(ctx context.Context, reqs []hub.ConsentReque
 	var offered []hub.Decision
 	fmt.Fprintf(t.out, "\n--- permission needed: %d questions, one answer ---\n", len(reqs))
 	for i, r := range reqs {
-		fmt.Fprintf(t.out, "%d. [%s] %s\n", i+1, r.App, reveal.Text(r.Summary))
+		fmt.Fprintf(t.out, "%d. [%s] %s\n", i+1, reveal.Line(r.App), reveal.Line(r.Summary))
 		for _, c := range r.Choices {
 			if !slices.Contains(offered, c) {
 				offered = append(offered, c)
