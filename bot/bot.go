@@ -417,11 +417,10 @@ func (b *Bot) resume(ctx context.Context) error {
 		b.closePromptEvent(ctx, p.RoomID, p.EventID, readStoredPrompt(p.Markdown), o)
 	}
 	// A message found being served gets a notice instead of its answer,
-	// stored and sent like one: once, even if the bot stops again. One
-	// whose prompt was open was told in the prompt's edit.
+	// stored and sent like one: once, even if the bot stops again.
 	err = b.db.interruptWorking(ctx, func(r inboxRow) (reply, bool) {
 		if prompted[r.EventID] && r.Kind != kindCommand {
-			return reply{}, false
+			return reply{}, false // told in its prompt's edit
 		}
 		msg := "I restarted while I was working on this message, so it was not finished, and any permission request for it has expired. I did not start it again, because an app may already have acted on it: send it again if you still want it."
 		if r.Kind == kindCommand {

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -133,7 +131,7 @@ func requestLine(r hub.ConsentRequest, offered []choice) promptText {
 		mark = "⚠️ "
 	}
 	t.add(mark, mark)
-	name := func(s string) { t.add(visible(s), "<code>"+html.EscapeString(visible(s))+"</code>") }
+	name := func(s string) { t.add(reveal.Quoted(s), "<code>"+html.EscapeString(reveal.Quoted(s))+"</code>") }
 	word := func(s string) { t.add(s, html.EscapeString(s)) }
 	name(r.App)
 	switch {
@@ -204,7 +202,7 @@ func requestLine(r hub.ConsentRequest, offered []choice) promptText {
 func args(t *promptText, raw json.RawMessage) {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil || len(obj) == 0 {
-		s := visible(string(raw))
+		s := reveal.Quoted(string(raw))
 		if len(raw) == 0 {
 			s = "{}"
 		}
@@ -221,8 +219,8 @@ func args(t *promptText, raw json.RawMessage) {
 			continue
 		}
 		// Numbers, booleans, arrays and objects as their JSON.
-		shown := visible(string(obj[k]))
-		t.add(visible(k)+": "+shown, html.EscapeString(visible(k))+": <code>"+html.EscapeString(shown)+"</code>")
+		shown := reveal.Quoted(string(obj[k]))
+		t.add(reveal.Quoted(k)+": "+shown, html.EscapeString(reveal.Quoted(k))+": <code>"+html.EscapeString(shown)+"</code>")
 	}
 }
 
@@ -232,53 +230,12 @@ var plainValue = regexp.MustCompile(`^[\p{L}\p{N}]+([ .'/@#+&-]?[\p{L}\p{N}]+)*\
 
 // keyValue shows "key: value", quoting a value that is not plain words.
 func keyValue(t *promptText, k, v string) {
-	k = visible(k)
+	k = reveal.Quoted(k)
 	shown := v
 	if !plainValue.MatchString(v) {
-		shown = `"` + visible(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v)) + `"`
+		shown = `"` + strings.ReplaceAll(reveal.Quoted(v), `"`, `\"`) + `"`
 	}
 	t.add(k+": "+shown, html.EscapeString(k)+": <code>"+html.EscapeString(shown)+"</code>")
-}
-
-// visible is s as a prompt shows it: control, bidi and invisible
-// characters as reveal.Line escapes them (\u202e), and also those that draw
-// nothing though Unicode does not class them as controls or format
-// characters (fillers, spaces other than U+0020, variation selectors), so
-// that text cannot reorder, hide or restyle what a prompt shows.
-func visible(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case size == 1 && r == utf8.RuneError:
-			b.WriteByte(s[i]) // reveal.Line shows it
-		case blank(r) && r > 0xffff:
-			fmt.Fprintf(&b, `\U%08x`, r)
-		case blank(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return reveal.Line(b.String())
-}
-
-// blank reports characters that draw nothing and are neither controls nor
-// format characters.
-func blank(r rune) bool {
-	switch {
-	case r == '\u115F', r == '\u1160', r == '\u3164', r == '\uFFA0', r == '\u180E', r == '\u2800':
-		// Hangul fillers, the Mongolian vowel separator and the blank
-		// Braille pattern.
-		return true
-	case unicode.Is(unicode.Zs, r) && r != ' ':
-		return true
-	case r >= 0xFE00 && r <= 0xFE0F, r >= 0xE0100 && r <= 0xE01EF:
-		// Variation selectors.
-		return true
-	}
-	return false
 }
 
 // promptMark is the structured field a prompt carries (PromptKey).

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/secgpt/secgpt/hub"
+	"github.com/secgpt/secgpt/reveal"
 )
 
 // maxDetailBytes bounds the details block of a prompt; Matrix events are at
@@ -92,7 +93,7 @@ func answeredLine(o outcome) string {
 	var parts []string
 	for i, d := range o.decisions {
 		c, _ := choiceFor(d)
-		part := visible(o.apps[i]) + ": " + c.Outcome
+		part := reveal.Quoted(o.apps[i]) + ": " + c.Outcome
 		if !slices.Contains(parts, part) {
 			parts = append(parts, part)
 		}

@@ -20,11 +20,11 @@ import (
 
 // Text escapes s for a terminal or a chat, keeping its line breaks and
 // tabs.
-func Text(s string) string { return escape(s, true) }
+func Text(s string) string { return escape(s, true, false) }
 
 // Line escapes s for one line of a log or a terminal: line breaks and tabs
 // are escaped too, so one text is one line.
-func Line(s string) string { return escape(s, false) }
+func Line(s string) string { return escape(s, false, false) }
 
 // Value returns a decoded JSON value (string, map[string]any, []any, or
 // anything else, kept) with every string and key escaped by Line.
@@ -73,10 +73,33 @@ func JSON(encoded []byte) []byte {
 	return []byte(b.String())
 }
 
+// Quoted escapes s for one line in which every character must show as
+// itself (a permission prompt's values): Line's escapes, characters that
+// draw nothing (fillers, spaces other than the space, variation
+// selectors), and a backslash doubled, so that no text reads as an escape.
+func Quoted(s string) string { return escape(s, false, true) }
+
+// blank reports characters that are not controls or format characters
+// but draw nothing: Hangul fillers, the Mongolian vowel separator, the
+// blank Braille pattern, spaces other than the space, variation selectors.
+func blank(r rune) bool {
+	switch {
+	case r == '\u115F', r == '\u1160', r == '\u3164', r == '\uFFA0', r == '\u180E', r == '\u2800':
+		return true
+	case unicode.Is(unicode.Zs, r) && r != ' ':
+		return true
+	case r >= 0xFE00 && r <= 0xFE0F, r >= 0xE0100 && r <= 0xE01EF:
+		return true
+	}
+	return false
+}
+
 // Safe reports whether s holds nothing Text would escape.
 func Safe(s string) bool { return Text(s) == s }
 
-func escape(s string, keepLines bool) string {
+// escape writes s with what hides or acts as escapes; keepLines keeps line
+// breaks and tabs, quoted adds Quoted's blank characters and backslashes.
+func escape(s string, keepLines, quoted bool) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -85,8 +108,10 @@ func escape(s string, keepLines bool) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case keepLines && (r == '\n' || r == '\t'):
 			b.WriteRune(r)
-		case hidden(r):
+		case hidden(r) || quoted && blank(r):
 			b.WriteString(code(r))
+		case quoted && r == '\\':
+			b.WriteString(`\\`)
 		default:
 			b.WriteString(s[i : i+size])
 		}

@@ -80,3 +80,22 @@ func TestJSONKeepsTheValue(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotedShowsEveryCharacter: in a prompt's value nothing hides,
+// reorders or reads as an escape it is not.
+func TestQuotedShowsEveryCharacter(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"Main\u202eteertS", `Main\u202eteertS`},
+		{"a\u3164b\u2800c", `a\u3164b\u2800c`},
+		{"a\u00a0b", `a\u00a0b`},
+		{"e\ufe0f", `e\ufe0f`},
+		{`C:\u202e`, `C:\\u202e`},
+		{"line\nbreak", `line\nbreak`},
+		{"\xff", `\xff`},
+		{"plain words, café", "plain words, café"},
+	} {
+		if got := Quoted(tt.in); got != tt.want {
+			t.Errorf("Quoted(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

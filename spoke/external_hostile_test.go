@@ -251,7 +251,9 @@ func TestHostileMCPServer(t *testing.T) {
 	}
 	lab := mcptest.NewLab(t)
 	app := pythonApp(t, "hostile_mcp", "hostile.py")
-	app.Decl.CallTimeout = 10 * time.Second
+	// Long enough that the CPU limit (2 s of CPU), not the call's
+	// deadline, ends the spinning server on a loaded machine too.
+	app.Decl.CallTimeout = 45 * time.Second
 	app.Egress = []string{mcptest.Domain}
 	w := mcptest.NewWiring(t, app)
 	w.Limits = hostileLimits
