@@ -20,11 +20,11 @@ import (
 
 // Text escapes s for a terminal or a chat, keeping its line breaks and
 // tabs.
-func Text(s string) string { return escape(s, true, false) }
+func Text(s string) string { return escape(s, true) }
 
 // Line escapes s for one line of a log or a terminal: line breaks and tabs
 // are escaped too, so one text is one line.
-func Line(s string) string { return escape(s, false, false) }
+func Line(s string) string { return escape(s, false) }
 
 // Value returns a decoded JSON value (string, map[string]any, []any, or
 // anything else, kept) with every string and key escaped by Line.
@@ -77,7 +77,17 @@ func JSON(encoded []byte) []byte {
 // itself (a permission prompt's values): Line's escapes, characters that
 // draw nothing (fillers, spaces other than the space, variation
 // selectors), and a backslash doubled, so that no text reads as an escape.
-func Quoted(s string) string { return escape(s, false, true) }
+func Quoted(s string) string {
+	return rewrite(s, func(r rune) (string, bool) {
+		switch {
+		case hidden(r) || blank(r):
+			return code(r), true
+		case r == '\\':
+			return `\\`, true
+		}
+		return "", false
+	})
+}
 
 // blank reports characters that are not controls or format characters
 // but draw nothing: Hangul fillers, the Mongolian vowel separator, the
@@ -97,22 +107,26 @@ func blank(r rune) bool {
 // Safe reports whether s holds nothing Text would escape.
 func Safe(s string) bool { return Text(s) == s }
 
-// escape writes s with what hides or acts as escapes; keepLines keeps line
-// breaks and tabs, quoted adds Quoted's blank characters and backslashes.
-func escape(s string, keepLines, quoted bool) string {
+func escape(s string, keepLines bool) string {
+	return rewrite(s, func(r rune) (string, bool) {
+		if hidden(r) && !(keepLines && (r == '\n' || r == '\t')) {
+			return code(r), true
+		}
+		return "", false
+	})
+}
+
+// rewrite writes s with each character that with reports true for
+// replaced by what it returns, and each byte that is not UTF-8 as \xNN.
+func rewrite(s string, with func(r rune) (string, bool)) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
+		if r == utf8.RuneError && size == 1 {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case keepLines && (r == '\n' || r == '\t'):
-			b.WriteRune(r)
-		case hidden(r) || quoted && blank(r):
-			b.WriteString(code(r))
-		case quoted && r == '\\':
-			b.WriteString(`\\`)
-		default:
+		} else if repl, ok := with(r); ok {
+			b.WriteString(repl)
+		} else {
 			b.WriteString(s[i : i+size])
 		}
 		i += size

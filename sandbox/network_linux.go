@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime"
 	"strings"
@@ -43,8 +44,10 @@ func ownNetworkNamespace() (bool, string) {
 func OwnNetworkNamespace() (bool, string) { return ownNetworkNamespace() }
 
 // UpLoopback brings up the loopback interface of the calling process's own
-// network namespace, which a new namespace starts with down, and then drops
-// CAP_NET_ADMIN from every thread. A ProfileProxy spoke calls it first
+// network namespace, which a new namespace starts with down, gives it the
+// IPv4 addresses addrs too (each alone in its /32: the spoke's resolver
+// answers there, where the machine's resolver configuration points), and
+// then drops CAP_NET_ADMIN from every thread. A ProfileProxy spoke calls it first
 // thing, before it opens its listeners and before Enter: Prepare gave it
 // CAP_NET_ADMIN over its own namespace for exactly this. It keeps
 // CAP_NET_BIND_SERVICE, which Prepare gave it to listen on ports 80, 443
@@ -52,7 +55,7 @@ func OwnNetworkNamespace() (bool, string) { return ownNetworkNamespace() }
 // it listens (Enter drops it anyway). When loopback is already up (no
 // namespace of its own, as only AllowWeaker permits), it changes nothing
 // but the capabilities.
-func UpLoopback() error {
+func UpLoopback(addrs ...netip.Addr) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("failed to open a socket to configure loopback: %w", err)
@@ -71,8 +74,40 @@ func UpLoopback() error {
 			return fmt.Errorf("failed to bring up loopback: %w", err)
 		}
 	}
+	for i, a := range addrs {
+		if err := addLoopbackAddr(fd, i, a); err != nil {
+			return err
+		}
+	}
 	if _, err := clearCapabilities(1 << unix.CAP_NET_ADMIN); err != nil {
 		return err
+	}
+	return nil
+}
+
+// addLoopbackAddr gives loopback the IPv4 address a, with a /32 mask, as
+// the alias lo:i (fd is an AF_INET socket).
+func addLoopbackAddr(fd, i int, a netip.Addr) error {
+	if !a.Is4() {
+		return fmt.Errorf("failed to add %s to loopback: not an IPv4 address", a)
+	}
+	ifr, err := unix.NewIfreq(fmt.Sprintf("lo:%d", i))
+	if err != nil {
+		return fmt.Errorf("failed to name a loopback alias: %w", err)
+	}
+	ip := a.As4()
+	if err := ifr.SetInet4Addr(ip[:]); err != nil {
+		return fmt.Errorf("failed to add %s to loopback: %w", a, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFADDR, ifr); err != nil {
+		return fmt.Errorf("failed to add %s to loopback: %w", a, err)
+	}
+	mask := [4]byte{255, 255, 255, 255}
+	if err := ifr.SetInet4Addr(mask[:]); err != nil {
+		return fmt.Errorf("failed to set the mask of %s: %w", a, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFNETMASK, ifr); err != nil {
+		return fmt.Errorf("failed to set the mask of %s: %w", a, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -74,7 +75,7 @@ func Exec(p Policy, argv, env []string) error {
 }
 
 // UpLoopback is not supported: there are no network namespaces here.
-func UpLoopback() error {
+func UpLoopback(...netip.Addr) error {
 	return fmt.Errorf("%w: %s", ErrUnprotected, unsupported)
 }
 

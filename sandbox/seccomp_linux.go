@@ -17,6 +17,11 @@ import (
 // SECCOMP_RET_KILL_PROCESS.
 const minSeccompAPI = 3
 
+// notifyAPI is the libseccomp API level that a filter with a listener
+// needs: level 6 is the kernel's TSYNC_ESRCH, without which a listener
+// cannot be combined with TSYNC.
+const notifyAPI = 6
+
 // defaultAction is what the filter does for a syscall no rule allows.
 var defaultAction = seccomp.ActErrno.SetReturnCode(int16(unix.EPERM))
 
@@ -49,6 +54,13 @@ func installSeccomp(p Profile, notify bool) (string, int, error) {
 		return "", -1, errors.New(detail)
 	}
 	def, what := defaultAction, "default EPERM"
+	if notify {
+		if api, err := seccomp.GetAPI(); err != nil || api < notifyAPI {
+			// The syscall still fails with EPERM; only its name is lost.
+			notify = false
+			what = fmt.Sprintf("default EPERM (refusals not named: libseccomp API level %d, need %d)", api, notifyAPI)
+		}
+	}
 	if notify {
 		def, what = seccomp.ActNotify, "default EPERM through a listener that names the syscall"
 	}

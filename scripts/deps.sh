@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Installs the C libraries the build links statically, when missing:
-# libseccomp (the spokes' syscall filter) and pkg-config to find it.
+# libseccomp (the spokes' syscall filter) and pkg-config to find it; and
+# curl, whose library the egress tests drive as one of the HTTP clients an
+# MCP server may use (spoke/transparent_test.go).
 set -euo pipefail
 have() {
-  pkg-config --exists libseccomp 2>/dev/null && compgen -G '/usr/lib/*/libseccomp.a' >/dev/null
+  pkg-config --exists libseccomp 2>/dev/null && compgen -G '/usr/lib/*/libseccomp.a' >/dev/null &&
+    ldconfig -p 2>/dev/null | grep -q 'libcurl\.so\.4 '
 }
 if have; then
   exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
-  echo "secgpt needs libseccomp-dev and pkg-config: sudo apt-get install -y libseccomp-dev pkg-config" >&2
+  echo "secgpt needs libseccomp-dev, pkg-config and curl: sudo apt-get install -y libseccomp-dev pkg-config curl" >&2
   exit 1
 fi
-echo "== installing libseccomp-dev" >&2
-apt-get update -qq && apt-get install -y -qq libseccomp-dev pkg-config >/dev/null
+echo "== installing libseccomp-dev, pkg-config and curl" >&2
+apt-get update -qq && apt-get install -y -qq libseccomp-dev pkg-config curl >/dev/null

@@ -125,7 +125,8 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 		if policy.Profile != sandbox.ProfileProxy {
 			return nil, fmt.Errorf("app %s declares egress but its spoke's profile is %q, not %q", decl.Name, policy.Profile, sandbox.ProfileProxy)
 		}
-		if err := sandbox.UpLoopback(); err != nil {
+		nameservers := systemNameservers()
+		if err := sandbox.UpLoopback(nameservers...); err != nil {
 			return nil, err
 		}
 		if e.proxy, err = newEgressProxy(policy.Scratch, e.log.With().Str("component", "egress_proxy").Logger()); err != nil {
@@ -135,7 +136,7 @@ func prepareExternal(declText string, policy sandbox.Policy, log zerolog.Logger)
 		port = e.proxy.port()
 		env = append(env, e.proxy.env()...)
 		if own, why := sandbox.OwnNetworkNamespace(); own {
-			if e.direct, err = openTransparent(e.log.With().Str("component", "egress_transparent").Logger()); err != nil {
+			if e.direct, err = openTransparent(nameservers, e.log.With().Str("component", "egress_transparent").Logger()); err != nil {
 				return nil, err
 			}
 		} else {

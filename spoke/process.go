@@ -121,9 +121,6 @@ func (p *process) wait() {
 	// Whatever the spoke left in its group goes with it: an external app's
 	// server, which its spoke could not signal across their sandboxes.
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-	if p.cg != nil {
-		p.cg.Remove()
-	}
 	// What the spoke wrote before it exited (a result, then exit: an
 	// external app whose server failed) is still read; the deadline ends
 	// the reader should a descendant hold the spoke's end open.
@@ -133,6 +130,11 @@ func (p *process) wait() {
 		p.tunnels.Close()
 	}
 	close(p.dead)
+	// Only once the process is known dead: removing the cgroup waits for
+	// the kernel to finish with what was in it.
+	if p.cg != nil {
+		p.cg.Remove()
+	}
 }
 
 // outOfMemory is an ErrOutOfMemory error if the kernel killed a process of

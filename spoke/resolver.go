@@ -13,7 +13,9 @@ import (
 // spoke's listeners for ports 80 and 443 wait (see transparent), and every
 // other query with no answer: no IPv6, no other record. The server cannot
 // read the machine's resolver configuration (Landlock), so every resolver
-// (glibc's, Go's, c-ares') falls back to its default, 127.0.0.1:53. It
+// (glibc's, Go's, c-ares') falls back to its default, 127.0.0.1:53; should
+// it read it, the machine's name servers are loopback addresses of the
+// namespace where the resolver answers too (systemNameservers). It
 // answers a name it has never seen as readily as any: which names may be
 // reached is the broker's decision, by the Host header or the TLS server
 // name, never by what an address stands for, so no answer here can rebind

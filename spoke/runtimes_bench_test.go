@@ -15,8 +15,9 @@ import (
 )
 
 // BenchmarkMCPRuntimes measures a Python and a Node MCP server (the words
-// fixture in each; with SECGPT_MCP_MEMORY naming the dist/index.js of
-// @modelcontextprotocol/server-memory, that server too) under the real
+// fixture in each; with SECGPT_MCP_SERVERS, from scripts/mcp-servers.sh,
+// @modelcontextprotocol/server-memory under Node 20 and, with
+// SECGPT_NODE24, under Node 24 too) under the real
 // sandbox: cold, from a new user's request to the first tool result (spoke,
 // cgroup, launcher, interpreter start, initialize, tools/list, the call);
 // warm, one more call to the running server; and the server's resident
@@ -36,9 +37,18 @@ func BenchmarkMCPRuntimes(b *testing.B) {
 		dir := mcptest.Dir(b)
 		script := mcptest.Script(b, dir, "words.js")
 		servers = append(servers, server{"node", mcptest.App{Decl: spoke.External{Name: "nodewords", Command: node, Args: []string{script}, CallTimeout: 20 * time.Second}}, "word_count", `{"text":"one two"}`})
-		if mem := os.Getenv("SECGPT_MCP_MEMORY"); mem != "" {
-			servers = append(servers, server{"node_server_memory", mcptest.App{Decl: spoke.External{Name: "memory", Command: node, Args: []string{mem},
-				ReadOnly: []string{filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(mem))))}, CallTimeout: 20 * time.Second}}, "read_graph", `{}`})
+		if dir := os.Getenv("SECGPT_MCP_SERVERS"); dir != "" {
+			mem := filepath.Join(dir, "node_modules/@modelcontextprotocol/server-memory/dist/index.js")
+			memory := func(node string) mcptest.App {
+				a := mcptest.App{Decl: spoke.External{Name: "memory", Command: node, Args: []string{mem},
+					ReadOnly: []string{filepath.Join(dir, "node_modules")}, CallTimeout: 20 * time.Second}}
+				a.Env = map[string]string{"MEMORY_FILE_PATH": spoke.ScratchPlaceholder + "/memory.jsonl"}
+				return a
+			}
+			servers = append(servers, server{"node20_server_memory", memory(node), "read_graph", `{}`})
+			if n24 := os.Getenv("SECGPT_NODE24"); n24 != "" {
+				servers = append(servers, server{"node24_server_memory", memory(n24), "read_graph", `{}`})
+			}
 		}
 	}
 	for _, s := range servers {

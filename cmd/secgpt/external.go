@@ -333,9 +333,10 @@ func discoverExternal(ctx context.Context, cfg *Config, cache discoveryCache, lo
 	errs := make([]error, len(cfg.Apps.External))
 	cached := make([]bool, len(cfg.Apps.External))
 	var missing []int
+	walked := map[string]string{}
 	for i := range cfg.Apps.External {
 		e := &cfg.Apps.External[i]
-		found[i], errs[i] = e.cached(ctx, cache)
+		found[i], errs[i] = e.cached(ctx, cache, walked)
 		if cached[i] = found[i].Name != ""; errs[i] == nil && !cached[i] {
 			missing = append(missing, i)
 		}
@@ -382,11 +383,11 @@ func discoverExternal(ctx context.Context, cfg *Config, cache discoveryCache, lo
 	return specs, failed
 }
 
-// cached identifies the app and returns what cache holds for that
-// identity, checked as a fresh discovery is: a spec without a name when
+// cached identifies the app (walked: see codeIdentityIn) and returns what
+// cache holds for that identity, checked as a fresh discovery is: a spec without a name when
 // nothing is cached (or cache is nil).
-func (e *ExternalApp) cached(ctx context.Context, cache discoveryCache) (apps.Spec, error) {
-	id, err := e.codeIdentity()
+func (e *ExternalApp) cached(ctx context.Context, cache discoveryCache, walked map[string]string) (apps.Spec, error) {
+	id, err := e.codeIdentityIn(walked)
 	if err != nil {
 		return apps.Spec{}, err
 	}

@@ -28,42 +28,27 @@ const maxCodeFiles = 100_000
 // their values. It enters the app's spec, so a grant given to one version
 // of the app does not cover another: editing any of those files changes
 // it. Files' hashes are cached by path, size, times and inode (fileHashes).
-func (e ExternalApp) codeIdentity() (string, error) {
+func (e ExternalApp) codeIdentity() (string, error) { return e.codeIdentityIn(nil) }
+
+// codeIdentityIn is codeIdentity with the digests of trees already walked
+// for other apps identified at the same moment (nil for none): apps that
+// share one node_modules share its walk.
+func (e ExternalApp) codeIdentityIn(walked map[string]string) (string, error) {
 	h := sha256.New()
 	io.WriteString(h, "secgpt external app v2\n")
-	files := 0
 	for _, root := range e.codeRoots() {
-		fmt.Fprintf(h, "root %q\n", root)
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			switch {
-			case d.IsDir():
-				return nil
-			case d.Type()&fs.ModeSymlink != 0:
-				target, err := os.Readlink(path)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(h, "link %q %q\n", path, target)
-				return nil
-			case !d.Type().IsRegular():
-				return nil
-			}
-			if files++; files > maxCodeFiles {
-				return fmt.Errorf("more than %d files under %s: declare narrower paths", maxCodeFiles, root)
-			}
-			sum, mode, err := fileHashes.sum(path)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(h, "file %q %o %s\n", path, mode, sum)
-			return nil
-		})
+		sum, ok := walked[root]
+		var err error
+		if !ok {
+			sum, err = fileHashes.tree(root)
+		}
 		if err != nil {
 			return "", fmt.Errorf("failed to identify the code of app %s: %w", e.Name, err)
 		}
+		if walked != nil {
+			walked[root] = sum
+		}
+		fmt.Fprintf(h, "root %q %s\n", root, sum)
 	}
 	decl, err := json.Marshal(e)
 	if err != nil {
@@ -71,6 +56,44 @@ func (e ExternalApp) codeIdentity() (string, error) {
 	}
 	h.Write(decl)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// tree returns the digest of every file under root (root itself if a
+// file): their paths, modes and contents, and symbolic links' targets.
+func (c *hashCache) tree(root string) (string, error) {
+	h := sha256.New()
+	files := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return nil
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(h, "link %q %q\n", path, target)
+			return nil
+		case !d.Type().IsRegular():
+			return nil
+		}
+		if files++; files > maxCodeFiles {
+			return fmt.Errorf("more than %d files under %s: declare narrower paths", maxCodeFiles, root)
+		}
+		sum, mode, err := c.sum(path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "file %q %o %s\n", path, mode, sum)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // codeRoots are the files and trees whose content is the app's code:
@@ -152,8 +175,10 @@ func packageTree(script string) string {
 }
 
 // fileHashes is this process's cache of files' hashes, loaded from and
-// saved to a file beside the database (see loadCodeHashes).
-var fileHashes = &hashCache{files: map[string]fileHash{}}
+// saved to a file beside the database (load, save).
+var fileHashes = newHashCache()
+
+func newHashCache() *hashCache { return &hashCache{files: map[string]fileHash{}} }
 
 // hashCache caches files' SHA-256 by path. An entry holds while the file's
 // size, modification and change times and inode are the same: a write
@@ -172,14 +197,10 @@ type fileHash struct {
 	Sum   string `json:"sum"`
 }
 
-// sum returns the hash of path's content and its permission bits.
+// sum returns the hash of path's content and its permission bits. A file
+// whose stat matches its entry is not read.
 func (c *hashCache) sum(path string) (string, fs.FileMode, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
+	st, err := os.Lstat(path)
 	if err != nil {
 		return "", 0, err
 	}
@@ -192,6 +213,19 @@ func (c *hashCache) sum(path string) (string, fs.FileMode, error) {
 	c.mu.Unlock()
 	if hit && cached.Size == key.Size && cached.MTime == key.MTime && cached.CTime == key.CTime && cached.Ino == key.Ino {
 		return cached.Sum, st.Mode().Perm(), nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	// The entry is keyed by the stat of the file read, not of the path
+	// a moment before.
+	if st, err = f.Stat(); err != nil {
+		return "", 0, err
+	}
+	if key, ok = statKey(st); !ok {
+		return "", 0, fmt.Errorf("failed to stat %s", path)
 	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {

@@ -103,7 +103,7 @@ func TestIdentityCacheSurvivesARestart(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a.js")
 	os.WriteFile(p, []byte("one"), 0o644)
-	c := &hashCache{files: map[string]fileHash{}}
+	c := newHashCache()
 	sum1, _, err := c.sum(p)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestIdentityCacheSurvivesARestart(t *testing.T) {
 	if err := c.save(cacheFile); err != nil {
 		t.Fatal(err)
 	}
-	loaded := &hashCache{files: map[string]fileHash{}}
+	loaded := newHashCache()
 	loaded.load(cacheFile)
 	if got := loaded.files[p].Sum; got != sum1 {
 		t.Fatalf("cache read back %q, want %q", got, sum1)

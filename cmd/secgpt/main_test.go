@@ -23,6 +23,10 @@ import (
 // placed where the spokes' unprivileged uid can execute it.
 var binary string
 
+// binaryTags are build tags the tested binary gets beyond spoketest's:
+// e2e in the end-to-end suite (its egress broker's test resolver).
+var binaryTags string
+
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
 		dir, err := os.MkdirTemp("", "secgpt-bin-")
@@ -40,7 +44,11 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
 		}
-		build := exec.Command(goTool, append(append([]string{"build"}, spoketest.BuildArgs...), "-o", binary, ".")...)
+		args := append([]string{"build"}, spoketest.BuildArgs...)
+		if binaryTags != "" {
+			args = append(args, "-tags", spoketest.BuildArgs[1]+","+binaryTags)
+		}
+		build := exec.Command(goTool, append(args, "-o", binary, ".")...)
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "failed to build secgpt: %v\n%s", err, out)
 			return 1

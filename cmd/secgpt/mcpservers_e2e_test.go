@@ -21,6 +21,9 @@ import (
 // right answer, state per user and across restarts (each `secgpt ask` is
 // a new process) where the server keeps state.
 
+// The binary under test has the e2e broker's test resolver (egress_e2e.go).
+func init() { binaryTags = "e2e" }
+
 // mcpServers is what scripts/mcp-servers.sh printed.
 type mcpServers struct {
 	dir, node24, python string
@@ -113,10 +116,19 @@ func TestEcosystemMCPServers(t *testing.T) {
 	}
 	cfg := testConfig(t, "apps:\n  installed: []\n  external:\n"+indent(yaml.String(), "    "))
 
+	// A query that uses no app: the first discovers every server (the
+	// store holds nothing yet); the next finds them in the store.
+	const noApp = "What is the capital of France?"
+	timedAsk := func() time.Duration {
+		start := time.Now()
+		askAs(t, cfg, "@carol:example.org", noApp)
+		return time.Since(start)
+	}
+	first, cached := timedAsk(), timedAsk()
+	t.Logf("a query that uses none of the %d servers: %v with discovery (the first), %v with discovery cached", len(servers), first.Round(time.Millisecond), cached.Round(time.Millisecond))
+
 	// Discovery: every server starts confined and lists its tools.
-	start := time.Now()
 	r := runBinary(t, "", "apps", "--config", cfg)
-	cold := time.Since(start)
 	if r.code != exitOK {
 		t.Errorf("secgpt apps: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -134,10 +146,6 @@ func TestEcosystemMCPServers(t *testing.T) {
 	if strings.Contains(appBlock(r.stdout, "everything"), "simulate_research_query") {
 		t.Error("a tool that runs only as a task is in the catalogue")
 	}
-	// Discovery again, from the store: no server starts.
-	start = time.Now()
-	askAs(t, cfg, "@carol:example.org", "Use everything to echo: message = 'warm'")
-	t.Logf("discovery of %d servers: %v cold (secgpt apps); a query with discovery cached: %v", len(servers), cold, time.Since(start))
 
 	const alice, bob = "@alice:example.org", "@bob:example.org"
 	// The internet, for the binary built with the e2e tag: example.org is
@@ -274,8 +282,9 @@ func residentKiB(arg string) int {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), arg) || strings.Contains(string(cmdline), "secgpt") {
-			continue
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		if err != nil || !strings.Contains(string(cmdline), arg) || filepath.Base(argv0) == "secgpt" {
+			continue // not the server, or its spoke
 		}
 		status, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
 		for line := range strings.Lines(string(status)) {
@@ -298,7 +307,7 @@ func TestAppsAddFromNPM(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("apps add: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	wantIn(t, "apps add", r.stdout, "- name: memory", "command: /usr/", filepath.Join(into, "@modelcontextprotocol+server-memory@2026.8.31", "node_modules"), "open_files: 1024")
+	wantIn(t, "apps add", r.stdout, "- name: memory", "command: /usr/", filepath.Join(into, "@modelcontextprotocol+server-memory@2026.8.31", "node_modules"), "memory_bytes: 1073741824, open_files: 1024")
 	entry := r.stdout + "  env: {MEMORY_FILE_PATH: \"{scratch}/memory.jsonl\"}\n"
 	cfg := testConfig(t, "apps:\n  installed: []\n  external:\n"+indent(entry, "    "))
 	out := askAs(t, cfg, "@alice:example.org", `Use memory to create entities: memory__create_entities {"entities":[{"name":"Grace","entityType":"person","observations":["wrote a compiler"]}]}`)

@@ -36,6 +36,19 @@ func TestAppTextCannotActOnTheTerminal(t *testing.T) {
 			t.Errorf("%s: the app's text is not shown at all:\n%s\n%s", what, r.stdout, r.stderr)
 		}
 	}
+	// The prompts show the planned arguments, which the model wrote: one
+	// question and a batch of two.
+	for name, query := range map[string]string{
+		"one question":  "Use escapes to show: show text = '\x1b]0;title\x07\u202eevil'.",
+		"two questions": "Use escapes to show: show text = '\x1b]0;title\x07'. Use metro_hail from '\x1b[2J' to 'B'.",
+	} {
+		t.Run("chat prompt, "+name, func(t *testing.T) {
+			r := runBinary(t, query+"\no\n/quit\n", "chat", "--config", cfg, "--user", "u")
+			if c, ok := revealtest.Active(r.stdout, true); ok {
+				t.Errorf("the prompt carries %U as it is:\n%q", c, r.stdout)
+			}
+		})
+	}
 	for _, f := range []string{"show", "fail", "die"} {
 		query := fmt.Sprintf("Use escapes to %s: %s text = 'x'.", f, f)
 		t.Run("ask "+f, func(t *testing.T) {

@@ -8,7 +8,9 @@
 // forbidden address ranges and the machine's own addresses, dialling only
 // the vetted addresses, request and response header hygiene, redirects
 // re-checked hop by hop, and bounds on size, time and concurrency, with a
-// fair share of the concurrency for each app.
+// fair share of the concurrency for each app. It also carries an external
+// app's TLS connections whole (Tunnel): the same rules applied to the
+// server name of the ClientHello, and bytes copied without terminating TLS.
 //
 // It must never connect to an address it did not vet, never follow the
 // environment's proxy settings, never fail open (an error while deciding is a

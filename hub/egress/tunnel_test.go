@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -231,6 +232,47 @@ func BenchmarkDoGet(b *testing.B) {
 	for b.Loop() {
 		if _, _, err := h.broker.Do(context.Background(), "app", declared, spoke.HTTPRequest{Method: "GET", URL: "https://www.example.com/"}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestCheckServerName: a server name passes only as a plain host name of a
+// declared domain, and the name checked is the name the broker dials.
+func TestCheckServerName(t *testing.T) {
+	decl := declaredDomains(declared)
+	for _, tt := range []struct {
+		sni, host, refusal string
+	}{
+		{"www.example.com", "www.example.com", ""},
+		{"WWW.Example.COM", "www.example.com", ""},
+		{"example.com.", "example.com", ""},
+		{"cdn.example.org", "cdn.example.org", ""},
+		{"", "", "names no server"},
+		{"evil.net", "", "not declared"},
+		{"example.com.evil.net", "", "not declared"},
+		{"evil.net#.example.com", "", "not a plain host name"},
+		{"evil.net/.example.com", "", "not a plain host name"},
+		{"user@example.com", "", "not a plain host name"},
+		{"example.com:80", "", "not a plain host name"},
+		{"[::1]", "", "not a plain host name"},
+		{"exa mple.com", "", "not a plain host name"},
+		{"ｅxample.com", "", "not a plain host name"},
+		{"localhost", "", ""},
+		{"10.0.0.1", "", ""},
+	} {
+		got, err := checkServerName(tt.sni, decl)
+		switch {
+		case tt.host != "":
+			if err != nil || got.host != tt.host || got.port != "443" {
+				t.Errorf("%q: %+v, %v; want %s:443", tt.sni, got, err, tt.host)
+			}
+		case tt.refusal != "":
+			wantRefusal(t, err, tt.refusal)
+		default:
+			var r *Refusal
+			if !errors.As(err, &r) {
+				t.Errorf("%q: %v, want a refusal", tt.sni, err)
+			}
 		}
 	}
 }

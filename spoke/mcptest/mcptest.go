@@ -28,7 +28,7 @@ import (
 	"github.com/secgpt/secgpt/spoke/spoketest"
 )
 
-//go:embed fixtures/*.py fixtures/*.js
+//go:embed fixtures/*.py fixtures/*.js fixtures/*.mjs
 var fixtures embed.FS
 
 // Dir returns a new directory, removed when the test ends, that every uid
