@@ -417,8 +417,7 @@ func (b *Bot) resume(ctx context.Context) error {
 		b.closePromptEvent(ctx, p.RoomID, p.EventID, readStoredPrompt(p.Markdown), o)
 	}
 	// A message found being served gets a notice instead of its answer,
-	// stored and sent like one: once, even if the bot stops again. One
-	// whose prompt was open was told in the prompt's edit.
+	// stored and sent like one: once, even if the bot stops again.
 	err = b.db.interruptWorking(ctx, func(r inboxRow) (reply, bool) {
 		if prompted[r.EventID] && r.Kind != kindCommand {
 			return reply{}, false // told in its prompt's edit

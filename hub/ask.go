@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -163,10 +164,13 @@ func (h *Hub) ask(ctx context.Context, q *query, pending []*pendingConsent) []ve
 }
 
 // judge reads one answer: an error, the end of the deadline or an answer
-// the question did not offer is a denial, with why.
+// the question did not offer is a denial, with why. An answer given at or
+// after the deadline is late even before the context's timer has fired
+// (a loaded machine runs it late).
 func judge(askCtx context.Context, p *pendingConsent, d Decision, err error) verdict {
+	late := askCtx.Err() != nil || !time.Now().Before(p.req.Deadline)
 	switch {
-	case errors.Is(err, context.DeadlineExceeded) || (err == nil && askCtx.Err() != nil):
+	case errors.Is(err, context.DeadlineExceeded) || (err == nil && late):
 		return verdict{DecisionDeny, "timeout"}
 	case errors.Is(err, context.Canceled):
 		return verdict{DecisionDeny, "cancelled"}
