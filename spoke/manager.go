@@ -241,7 +241,7 @@ func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Resul
 	select {
 	case p.busy <- struct{}{}:
 	case <-ctx.Done():
-		return Result{}, Info{PID: p.pid}, m.failure(key, "did not start in time", ErrDeadline)
+		return Result{}, Info{PID: p.pid}, m.notStarted(ctx, key, false)
 	case <-p.dead:
 		return Result{}, Info{PID: p.pid}, m.failure(key, "stopped", p.deathCause())
 	}
@@ -308,6 +308,18 @@ func (m *Manager) failure(k Key, msg string, cause error) error {
 	return &Failure{App: k.appLabel(), Message: msg, Err: cause}
 }
 
+// notStarted is the failure of a step whose context ended while its spoke
+// was starting or busy: the caller's cancellation, or the deadline.
+func (m *Manager) notStarted(ctx context.Context, k Key, stopped bool) error {
+	if errors.Is(context.Cause(ctx), context.Canceled) {
+		return m.failure(k, "was cancelled before it started", ErrCancelled)
+	}
+	if stopped {
+		return m.failure(k, "did not start in time and was stopped", ErrDeadline)
+	}
+	return m.failure(k, "did not start in time", ErrDeadline)
+}
+
 // get returns the live process for key, starting one if none runs. Only one
 // start per key is in flight at a time.
 func (m *Manager) get(ctx context.Context, key Key) (*process, bool, error) {
@@ -330,7 +342,7 @@ func (m *Manager) get(ctx context.Context, key Key) (*process, bool, error) {
 			case <-wait:
 				continue
 			case <-ctx.Done():
-				return nil, false, m.failure(key, "did not start in time", ErrDeadline)
+				return nil, false, m.notStarted(ctx, key, false)
 			}
 		}
 		done := make(chan struct{})
@@ -596,8 +608,9 @@ func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Tim
 		p.log.Debug().Strs("sandbox", ready.Sandbox).Dur("startup", p.startup).Bool("prestarted", prestarted).Msg("Spoke ready")
 		return p, nil
 	case <-startCtx.Done():
-		p.kill(ErrDeadline)
-		return nil, m.failure(key, "did not start in time and was stopped", ErrDeadline)
+		err := m.notStarted(startCtx, key, true)
+		p.kill(errors.Unwrap(err))
+		return nil, err
 	}
 }
 
