@@ -222,14 +222,14 @@ func TestRenderPrompt(t *testing.T) {
 		t.Errorf("no pill for the user:\n%s", head.HTML)
 	}
 
-	hostile := exec("metro_hail", `{"end_point":"Elm Avenue `+"```"+` [click](https://evil.example) <img src=\"mxc://x/y\"> **bold**","start_point":"Main\u202eteertS \u200bx"}`)
+	hostile := exec("metro_hail", `{"end_point":"Elm Avenue `+"```"+` [click](https://evil.example) <img src=\"mxc://x/y\"> **bold**","start_point":"Main\u202eteertS \u200bx","via":"a\u3164b\u00a0c\\u202e"}`)
 	head, _, _ = renderPrompt([]hub.ConsentRequest{hostile}, offeredChoices([]hub.ConsentRequest{hostile}), view)
 	for _, bad := range []string{"<img", "<a href=\"https://evil", "<b>bold", "\u202e", "\u200b"} {
 		if strings.Contains(head.HTML, bad) || strings.Contains(head.Body, bad) && bad[0] == '\\' {
 			t.Errorf("prompt passes %q:\n%s\n%s", bad, head.Body, head.HTML)
 		}
 	}
-	for _, want := range []string{`start_point: "Main\u202eteertS \u200bx"`, `[click](https://evil.example)`} {
+	for _, want := range []string{`start_point: "Main\u202eteertS \u200bx"`, `[click](https://evil.example)`, `via: "a\u3164b\u00a0c\\u202e"`} {
 		if !strings.Contains(head.Body, want) {
 			t.Errorf("body lacks %q:\n%s", want, head.Body)
 		}

@@ -283,7 +283,7 @@ func residentKiB(arg string) int {
 	for _, e := range entries {
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
-		if err != nil || !strings.Contains(string(cmdline), arg) || filepath.Base(argv0) == "secgpt" {
+		if err != nil || !strings.Contains(string(cmdline), arg) || strings.Contains(filepath.Base(argv0), "secgpt") {
 			continue // not the server, or its spoke
 		}
 		status, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
