@@ -174,7 +174,7 @@ func TestIrreversibleActionsAreAskedEveryTime(t *testing.T) {
 
 func TestConsentTimeIsNotTheSpokesTime(t *testing.T) {
 	sys := hubtest.NewSystem(t, hubtest.Options{
-		Apps:   []string{"email", "drive"},
+		Apps: []string{"email", "drive"},
 		// The user alone takes longer than a step may; the step's own work
 		// has the whole second, enough on a loaded machine.
 		Spokes: func(o *spoke.Options) { o.StepTimeout = time.Second },
