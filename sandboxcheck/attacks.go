@@ -44,6 +44,9 @@ type stop struct {
 	// signals are, for byKill of an MCP server, the signals that count:
 	// the server dies, and its spoke reports how.
 	signals []string
+	// overMemory: for byKill of an MCP server, the spoke must also have
+	// seen the kernel kill it at its memory bound.
+	overMemory bool
 }
 
 type stopKind int

@@ -192,7 +192,7 @@ func asScript(a Attack, tool string, keys []string) Attack {
 		// MemoryError (RLIMIT_AS), or the kernel kills the server at its
 		// cgroup's memory bound. The Go app's address-space check looks
 		// at the spoke, not at its server.
-		a.stop, a.outside = stop{by: byReportOrKill, signals: []string{"SIGKILL"}}, nil
+		a.stop, a.outside = stop{by: byReportOrKill, signals: []string{"SIGKILL"}, overMemory: true}, nil
 	case "big_file":
 		// EFBIG, or SIGXFSZ where the runtime does not ignore it.
 		a.stop = stop{by: byReportOrKill, signals: []string{"SIGXFSZ"}}

@@ -333,6 +333,11 @@ func serverKilled(a Attack, e *evidence) (string, []string) {
 	if e.serverExit == "" || e.pid == 0 {
 		return describeFailure(e), []string{"the server was not seen killed: " + describeFailure(e)}
 	}
+	// The spoke manager, which reads the cgroup, puts "killed: over its
+	// memory limit" first in the step's error; the hub passes it as text.
+	if a.stop.overMemory && !strings.Contains(e.err.Error(), e.app+" failed: killed: "+spoke.ErrOutOfMemory.Error()) {
+		return describeFailure(e), []string{"the server was killed, but not seen killed at its memory bound: " + describeFailure(e)}
+	}
 	for _, sig := range a.stop.signals {
 		if strings.HasPrefix(e.serverExit, "killed by signal "+sig) {
 			return fmt.Sprintf("server of spoke %d %s", e.pid, e.serverExit), nil
