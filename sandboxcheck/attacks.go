@@ -41,6 +41,12 @@ type stop struct {
 	by stopKind
 	// causes are, for byKill, the spoke failures that count.
 	causes []error
+	// signals are, for byKill of an MCP server, the signals that count:
+	// the server dies, and its spoke reports how.
+	signals []string
+	// overMemory: for byKill of an MCP server, the spoke must also have
+	// seen the kernel kill it at its memory bound.
+	overMemory bool
 }
 
 type stopKind int
@@ -57,6 +63,13 @@ const (
 	// allowed: a control, which must succeed, so that the check is seen to
 	// notice a success.
 	allowed
+	// byReportOrKill: byReport, or byKill: an interpreter either reports
+	// a refused resource or is ended for it.
+	byReportOrKill
+	// byOwnResolver: an MCP server's own name lookup is answered by its
+	// spoke's resolver with a loopback address, and nothing is resolved
+	// outside (egress goes through the broker, which resolves).
+	byOwnResolver
 )
 
 var (

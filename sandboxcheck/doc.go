@@ -1,6 +1,8 @@
 // Package sandboxcheck proves the spoke sandbox against a hostile app: it
 // runs apps/hostile through a real hub and real sandboxed spokes, attack
-// by attack, and judges each attempt. It owns the catalogue of attacks
+// by attack, and judges each attempt; then the same attacks from the
+// hostile MCP servers of apps/hostile/scripts in CPython and Node
+// (Interpreters, InterpreterAttacks), run as external apps. It owns the catalogue of attacks
 // (Attacks, and Controls that must succeed), the targets they aim at (Lab:
 // secret files, counting listeners, an offline stand-in for DNS and the
 // internet for the egress broker) and the verdicts (Runner). `secgpt

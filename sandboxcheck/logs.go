@@ -46,6 +46,8 @@ type logLine struct {
 		Message string `json:"message"`
 		Attack  string `json:"attack"`
 		Outcome string `json:"outcome"`
+		// AppStderr is a line an MCP server wrote to its stderr.
+		AppStderr string `json:"app_stderr"`
 	} `json:"spoke_log"`
 	raw string
 }

@@ -208,3 +208,35 @@ func openFilesAtMost(pid int, limit uint64) error {
 	}
 	return fmt.Errorf("no open-files limit for %d", pid)
 }
+
+// onlyServer: an external app's spoke has one child, its server, and the
+// server has none.
+func onlyServer(pid int) error {
+	if pid == 0 {
+		return errors.New("no spoke ran")
+	}
+	children := func(parent int) []int {
+		dirs, _ := os.ReadDir("/proc")
+		var out []int
+		for _, d := range dirs {
+			p, err := strconv.Atoi(d.Name())
+			if err != nil {
+				continue
+			}
+			if st, err := readStat(p); err == nil && st.ppid == parent {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	servers := children(pid)
+	if len(servers) > 1 {
+		return fmt.Errorf("spoke %d has %d children: %v", pid, len(servers), servers)
+	}
+	for _, s := range servers {
+		if more := children(s); len(more) > 0 {
+			return fmt.Errorf("the server %d of spoke %d has children: %v", s, pid, more)
+		}
+	}
+	return nil
+}

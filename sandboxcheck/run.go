@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +21,10 @@ type Options struct {
 	// Hub is a hub with the hostile app and VictimApp installed, whose
 	// spokes run in their sandbox.
 	Hub *hub.Hub
+	// App is the attacker's app: "" for the Go hostile app, else the name
+	// of an external app running a script of apps/hostile/scripts, whose
+	// attacks are InterpreterAttacks.
+	App string
 	// Lab holds the targets.
 	Lab *Lab
 	// Logs receives the hub's and the spoke manager's logs at info level
@@ -35,6 +41,8 @@ type Options struct {
 // Runner runs attacks one at a time, each on a fresh spoke.
 type Runner struct {
 	opts    Options
+	app     string // the attacker's app
+	mcp     bool   // the app is an MCP server: its results are untrusted text
 	scratch string // the attacker's scratch directory
 }
 
@@ -46,11 +54,15 @@ func NewRunner(opts Options) (*Runner, error) {
 	if opts.AttemptTimeout <= 0 {
 		opts.AttemptTimeout = 150 * time.Second
 	}
-	scratch, err := spoke.ScratchDir(opts.Lab.scratchRoot, spoke.Key{User: Attacker, App: hostile.Name})
+	app, mcp := opts.App, true
+	if app == "" {
+		app, mcp = hostile.Name, false
+	}
+	scratch, err := spoke.ScratchDir(opts.Lab.scratchRoot, spoke.Key{User: Attacker, App: app})
 	if err != nil {
 		return nil, err
 	}
-	return &Runner{opts: opts, scratch: scratch}, nil
+	return &Runner{opts: opts, app: app, mcp: mcp, scratch: scratch}, nil
 }
 
 // Verdict is the judgement of one attack.
@@ -76,6 +88,8 @@ func (v Verdict) OK() bool { return len(v.Problems) == 0 }
 
 // evidence is what one attempt left behind.
 type evidence struct {
+	app     string
+	mcp     bool
 	lab     *Lab
 	scratch string
 	limits  sandbox.Limits
@@ -84,8 +98,11 @@ type evidence struct {
 	report  *hostile.Result
 	pid     int
 	failure *spoke.Failure
-	logs    []logLine
-	before  snapshot
+	// serverExit is how an MCP server ended, as its spoke diagnosed it
+	// ("killed by signal SIGSYS: …"); "" if it did not.
+	serverExit string
+	logs       []logLine
+	before     snapshot
 }
 
 // snapshot is the lab's counters before an attempt.
@@ -113,13 +130,13 @@ func (r *Runner) Run(ctx context.Context, a Attack) Verdict {
 		v.Problems = append(v.Problems, fmt.Sprintf("could not reset the attacker's session: %v", err))
 		return v
 	}
-	e := &evidence{lab: lab, scratch: r.scratch, limits: r.opts.Limits, before: lab.snapshot()}
+	e := &evidence{app: r.app, mcp: r.mcp, lab: lab, scratch: r.scratch, limits: r.opts.Limits, before: lab.snapshot()}
 	mark := r.opts.Logs.mark()
 	if err := r.attempt(ctx, a, e); err != nil {
 		v.Problems = append(v.Problems, err.Error())
 	}
 	e.collect(a)
-	if a.stop.by == byKill && e.pid != 0 {
+	if a.stop.kind(e) == byKill && !e.mcp && e.pid != 0 {
 		if err := gone(e.pid, 5*time.Second); err != nil {
 			e.failure = nil // still running: the kill was not real
 			v.Problems = append(v.Problems, err.Error())
@@ -140,7 +157,9 @@ func (r *Runner) Run(ctx context.Context, a Attack) Verdict {
 			v.Problems = append(v.Problems, "the target's content reached the attacker's "+where)
 		}
 	}
-	if a.stop.by != allowed {
+	// The spoke's own resolver logs nothing; the lab's count of lookups
+	// is the evidence.
+	if a.stop.by != allowed && a.stop.by != byOwnResolver {
 		if line := e.logged(a); line == "" {
 			v.Problems = append(v.Problems, "no log line shows the blocked attempt")
 		}
@@ -165,7 +184,7 @@ func (r *Runner) attempt(ctx context.Context, a Attack, e *evidence) error {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		reply, err := r.opts.Hub.Handle(ctx, hub.Request{User: Attacker, Query: query(a, r.opts.Lab), Consenter: hub.AllowPlanned{}})
+		reply, err := r.opts.Hub.Handle(ctx, hub.Request{User: Attacker, Query: query(r.app, a, r.opts.Lab), Consenter: hub.AllowPlanned{}})
 		done <- answer{reply, err}
 	}()
 	timer := time.NewTimer(r.opts.AttemptTimeout)
@@ -189,9 +208,9 @@ func (r *Runner) attempt(ctx context.Context, a Attack, e *evidence) error {
 
 // query is the attacker's request: the app, the function, and each
 // argument as a keyed, quoted value, which a planner copies into the plan.
-func query(a Attack, l *Lab) string {
+func query(app string, a Attack, l *Lab) string {
 	var b strings.Builder
-	b.WriteString(hostile.Name + " " + a.Function)
+	b.WriteString(app + " " + a.Function)
 	for _, x := range a.args(l) {
 		fmt.Fprintf(&b, " %s = '%s'", x.key, x.value)
 	}
@@ -218,12 +237,19 @@ func (e *evidence) collect(a Attack) {
 		return
 	}
 	for _, s := range e.reply.Record.Spokes {
-		if s.App == hostile.Name {
+		if s.App == e.app {
 			e.pid = s.PID
 		}
 	}
+	if e.mcp && e.err != nil {
+		e.serverExit = serverExit(e.err.Error(), a.Function)
+	}
 	for _, c := range e.reply.Record.Calls {
-		if c.App != hostile.Name || c.Function != a.Function || c.Source != "hub" || c.Result == nil {
+		if c.App != e.app || c.Function != a.Function || c.Source != "hub" || c.Result == nil {
+			continue
+		}
+		if e.mcp {
+			e.report = scriptReport(a, c.Result)
 			continue
 		}
 		var r hostile.Result
@@ -233,10 +259,28 @@ func (e *evidence) collect(a Attack) {
 	}
 }
 
+// scriptReport reads a hostile script's answer, the untrusted text
+// "blocked: …" or "succeeded: …" (apps/hostile/scripts), as a report; nil
+// when it is neither.
+func scriptReport(a Attack, result json.RawMessage) *hostile.Result {
+	var r map[string]string
+	if json.Unmarshal(result, &r) != nil {
+		return nil
+	}
+	text := r[spoke.UntrustedTextField]
+	for _, o := range []hostile.Outcome{hostile.Blocked, hostile.Succeeded} {
+		if detail, ok := strings.CutPrefix(text, string(o)+": "); ok {
+			return &hostile.Result{Attack: a.Function, Outcome: o, Detail: detail}
+		}
+	}
+	return nil
+}
+
 // judgeStop checks that the attempt was stopped the way it must be and
 // says how.
 func judgeStop(a Attack, e *evidence) (string, []string) {
-	switch a.stop.by {
+	by := a.stop.kind(e)
+	switch by {
 	case byReport, byBroker:
 		if e.report == nil {
 			return describeFailure(e), []string{"the app made no report: " + describeFailure(e)}
@@ -251,6 +295,9 @@ func judgeStop(a Attack, e *evidence) (string, []string) {
 			return string(e.report.Outcome) + ": " + e.report.Detail,
 				[]string{fmt.Sprintf("the spoke lived to report: %s: %s", e.report.Outcome, e.report.Detail)}
 		}
+		if e.mcp {
+			return serverKilled(a, e)
+		}
 		if e.failure == nil || e.pid == 0 {
 			return describeFailure(e), []string{"the spoke was not seen killed: " + describeFailure(e)}
 		}
@@ -259,7 +306,18 @@ func judgeStop(a Attack, e *evidence) (string, []string) {
 				return fmt.Sprintf("spoke %d killed: %v", e.pid, e.failure.Err), nil
 			}
 		}
+		if len(a.stop.causes) == 0 {
+			return fmt.Sprintf("spoke %d ended: %v", e.pid, e.failure), nil
+		}
 		return describeFailure(e), []string{fmt.Sprintf("the spoke ended for another reason: %v", e.failure)}
+	case byOwnResolver:
+		if e.report == nil || e.report.Outcome != hostile.Succeeded {
+			return describeFailure(e), []string{"the lookup was not answered: " + describeFailure(e)}
+		}
+		if ips := ipv4.FindAllString(e.report.Detail, -1); len(ips) == 0 || slices.ContainsFunc(ips, func(ip string) bool { return ip != "127.0.0.1" }) {
+			return e.report.Detail, []string{"the answer is not the spoke's loopback alone: " + e.report.Detail}
+		}
+		return "answered by the spoke's own resolver: " + e.report.Detail + "; the broker resolved nothing", nil
 	case allowed:
 		if e.report == nil || e.report.Outcome != hostile.Succeeded {
 			return describeFailure(e), []string{"the control did not succeed: " + describeFailure(e)}
@@ -267,6 +325,57 @@ func judgeStop(a Attack, e *evidence) (string, []string) {
 		return e.report.Detail, nil
 	}
 	return "", []string{"unknown kind of stop"}
+}
+
+// serverKilled judges an MCP server's death: its spoke saw it killed by
+// one of the signals that stop the attempt.
+func serverKilled(a Attack, e *evidence) (string, []string) {
+	if e.serverExit == "" || e.pid == 0 {
+		return describeFailure(e), []string{"the server was not seen killed: " + describeFailure(e)}
+	}
+	// The spoke manager, which reads the cgroup, puts "killed: over its
+	// memory limit" first in the step's error; the hub passes it as text.
+	if a.stop.overMemory && !strings.Contains(e.err.Error(), e.app+" failed: killed: "+spoke.ErrOutOfMemory.Error()) {
+		return describeFailure(e), []string{"the server was killed, but not seen killed at its memory bound: " + describeFailure(e)}
+	}
+	for _, sig := range a.stop.signals {
+		if strings.HasPrefix(e.serverExit, "killed by signal "+sig) {
+			return fmt.Sprintf("server of spoke %d %s", e.pid, e.serverExit), nil
+		}
+	}
+	return describeFailure(e), []string{fmt.Sprintf("the server ended for another reason (want %s): %s", strings.Join(a.stop.signals, " or "), e.serverExit)}
+}
+
+// serverExit reads how the server ended from the hub's error, which
+// carries the spoke's diagnosis (spoke.Diagnosis) as text only: "the MCP
+// server exited or closed its output during tools/call TOOL (EXIT)…". It
+// returns EXIT, or "" when the text does not say the server ended during
+// the call of tool.
+func serverExit(msg, tool string) string {
+	mark := "the MCP server exited or closed its output during tools/call " + tool + " ("
+	_, rest, ok := strings.Cut(msg, mark)
+	if !ok {
+		return ""
+	}
+	exit, _, ok := strings.Cut(rest, ")")
+	if !ok || !strings.HasPrefix(exit, "killed by signal ") {
+		return ""
+	}
+	// The signal's explanation may hold parentheses of its own.
+	name, _, _ := strings.Cut(strings.TrimPrefix(exit, "killed by signal "), " ")
+	return "killed by signal " + strings.TrimSuffix(name, ":")
+}
+
+// kind is how the attempt must have been stopped, given its report:
+// byReportOrKill is byReport when the app reported, else byKill.
+func (s stop) kind(e *evidence) stopKind {
+	if s.by != byReportOrKill {
+		return s.by
+	}
+	if e.report != nil {
+		return byReport
+	}
+	return byKill
 }
 
 // describeFailure says what the reply shows when there is no report.
@@ -281,15 +390,27 @@ func describeFailure(e *evidence) string {
 	}
 }
 
+// ipv4 finds IPv4 addresses in a report.
+var ipv4 = regexp.MustCompile(`\b\d{1,3}(\.\d{1,3}){3}\b`)
+
+// serverFailed is what an external app's spoke logs when its server dies.
+const serverFailed = "The app's MCP server failed; ending the spoke"
+
 // logged returns the log line that shows the attempt, or "".
 func (e *evidence) logged(a Attack) string {
+	by := a.stop.kind(e)
 	for _, l := range e.logs {
 		switch {
-		case a.stop.by == byKill && l.Message == "Spoke failed" && l.SpokePID == e.pid && e.pid != 0:
+		case by == byKill && l.Message == "Spoke failed" && l.SpokePID == e.pid && e.pid != 0:
 			return l.raw
-		case a.stop.by == byBroker && l.Message == "Egress request" && l.Decision == "deny" && l.App == hostile.Name:
+		case by == byKill && e.mcp && l.Message == "Spoke log line" && l.SpokePID == e.pid && e.pid != 0 && l.SpokeLog.Message == serverFailed:
 			return l.raw
-		case a.stop.by == byReport && l.Message == "Spoke log line" && l.SpokeLog.Message == "Hostile attempt" && l.SpokePID == e.pid && e.pid != 0 &&
+		case by == byBroker && l.Message == "Egress request" && l.Decision == "deny" && l.App == e.app:
+			return l.raw
+		case by == byReport && e.mcp && l.Message == "Spoke log line" && l.SpokePID == e.pid && e.pid != 0 &&
+			l.SpokeLog.Message == "App server stderr" && strings.HasPrefix(l.SpokeLog.AppStderr, "hostile: "+a.Function+" -> "+string(hostile.Blocked)+":"):
+			return l.raw
+		case by == byReport && l.Message == "Spoke log line" && l.SpokeLog.Message == "Hostile attempt" && l.SpokePID == e.pid && e.pid != 0 &&
 			l.SpokeLog.Outcome == string(hostile.Blocked) && e.report != nil && l.SpokeLog.Attack == e.report.Attack:
 			return l.raw
 		}

@@ -24,7 +24,8 @@ func TestConfigCannotInstallHostile(t *testing.T) {
 }
 
 // TestSandboxCheckBlocksEveryAttack runs `secgpt sandbox-check` and
-// requires a row per attack, each blocked.
+// requires a row per attack, each blocked: the Go app's, then each
+// interpreter's (CPython, Node), or the interpreter reported not run.
 func TestSandboxCheckBlocksEveryAttack(t *testing.T) {
 	if err := sandbox.Probe().Check(sandbox.Policy{Profile: sandbox.ProfileStrict}); err != nil {
 		t.Skipf("the spoke sandbox cannot be applied on this kernel, so sandbox-check refuses to run: %v", err)
@@ -33,15 +34,54 @@ func TestSandboxCheckBlocksEveryAttack(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
-	for _, a := range sandboxcheck.Attacks() {
+	sections := checkSections(r.stdout)
+	requireBlocked(t, "Go", sections[""], sandboxcheck.Attacks())
+	for _, in := range sandboxcheck.Interpreters() {
+		section, ok := sections[in.Name]
+		if !ok {
+			t.Errorf("no section for %s", in.Name)
+			continue
+		}
+		if _, err := in.Command(); err != nil {
+			if !strings.Contains(section, "not run: ") {
+				t.Errorf("%s is missing here (%v), but its section does not say it was not run:\n%s", in.Name, err, section)
+			}
+			continue
+		}
+		attacks, _ := sandboxcheck.InterpreterAttacks(in.Script)
+		requireBlocked(t, in.Name, section, attacks)
+	}
+	if !strings.Contains(r.stdout, "attacks blocked (") {
+		t.Errorf("no summary line:\n%s", r.stdout)
+	}
+}
+
+// checkSections splits sandbox-check's output by runtime: "" for the Go
+// app's, then each interpreter's from its "from NAME (" line.
+func checkSections(out string) map[string]string {
+	sections, name := map[string]string{}, ""
+	for line := range strings.SplitSeq(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "from "); ok {
+			if n, _, ok := strings.Cut(rest, " ("); ok {
+				name = n
+			}
+		}
+		sections[name] += line + "\n"
+	}
+	return sections
+}
+
+func requireBlocked(t *testing.T, runtime, section string, attacks []sandboxcheck.Attack) {
+	t.Helper()
+	for _, a := range attacks {
 		row := ""
-		for line := range strings.SplitSeq(r.stdout, "\n") {
+		for line := range strings.SplitSeq(section, "\n") {
 			if strings.HasPrefix(line, a.Title+"  ") {
 				row = line
 			}
 		}
 		if fields := strings.Fields(strings.TrimPrefix(row, a.Title)); len(fields) == 0 || fields[0] != "yes" {
-			t.Errorf("%s: row %q, want it blocked", a.Name, row)
+			t.Errorf("%s from %s: row %q, want it blocked", a.Name, runtime, row)
 		}
 	}
 }

@@ -1,5 +1,6 @@
 // Package mcptest runs external apps (MCP servers) in tests: the fixture
-// servers (Python scripts in fixtures/, and a Go server built with the
+// servers (Python and Node scripts in fixtures/ and the hostile ones in
+// apps/hostile/scripts, and a Go server built with the
 // SDK's server side in mcpserver/) and the wiring that gives a spoke
 // manager their declarations, environments and sandbox policies, as
 // cmd/secgpt does. The test binary must call spoketest.Main in TestMain.
@@ -23,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/apps/hostile/scripts"
 	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/spoke"
 	"github.com/secgpt/secgpt/spoke/spoketest"
@@ -47,11 +49,20 @@ func Dir(tb testing.TB) string {
 	return dir
 }
 
-// Script writes the fixture fixtures/name into dir, readable by all, and
-// returns its path.
+// fixture returns the text of the fixture name: fixtures/name, or the
+// hostile servers that sandbox-check ships (apps/hostile/scripts).
+func fixture(name string) ([]byte, error) {
+	if name == scripts.Python || name == scripts.Node {
+		return scripts.Source(name)
+	}
+	return fixtures.ReadFile("fixtures/" + name)
+}
+
+// Script writes the fixture name into dir, readable by all, and returns
+// its path.
 func Script(tb testing.TB, dir, name string) string {
 	tb.Helper()
-	b, err := fixtures.ReadFile("fixtures/" + name)
+	b, err := fixture(name)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -62,10 +73,10 @@ func Script(tb testing.TB, dir, name string) string {
 	return path
 }
 
-// Source returns the text of the fixture fixtures/name.
+// Source returns the text of the fixture name.
 func Source(tb testing.TB, name string) string {
 	tb.Helper()
-	b, err := fixtures.ReadFile("fixtures/" + name)
+	b, err := fixture(name)
 	if err != nil {
 		tb.Fatal(err)
 	}
