@@ -125,10 +125,14 @@ func grammarPattern(pattern string) (string, bool) {
 				continue
 			}
 			out.WriteString(e)
-			// After a class escape such as \w a "-" cannot start a range
-			// (its expansion ends in a character that would): it is a
-			// literal, moved to the end of the class.
-			for inClass && len(e) > 1 && i+1 < len(body) && body[i+1] == '-' {
+			// After a class escape such as \w, a "-" is a character of its
+			// own, but after the expansion (which ends in a character) it
+			// would start a range: last in the class it moves to the end,
+			// anywhere else the pattern is not translated.
+			if inClass && len(e) > 1 && i+1 < len(body) && body[i+1] == '-' {
+				if i+2 >= len(body) || body[i+2] != ']' {
+					return "", false
+				}
 				classTail = "-"
 				i++
 			}
