@@ -5,6 +5,8 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -51,6 +53,44 @@ var cgroups = sync.OnceValues(findCgroups)
 
 // cgroupSeq numbers the cgroups of this process.
 var cgroupSeq atomic.Uint64
+
+// cgroupRun tells this process's cgroups from those of an earlier process
+// that had the same PID: every `secgpt ask` is a new process, PIDs are
+// reused, and a process that ended abruptly leaves its cgroups behind.
+var cgroupRun = func() string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return hex.EncodeToString(b)
+}()
+
+// sweepCgroups runs sweepStaleCgroups once per process.
+var sweepCgroups = sync.OnceFunc(func() {
+	if layout, err := cgroups(); err == nil {
+		sweepStaleCgroups(layout)
+	}
+})
+
+// sweepStaleCgroups removes the empty cgroups that processes no longer
+// running left behind (a `secgpt ask` that ended before its spokes'
+// cgroups were removed): rmdir fails on a cgroup that still holds a task,
+// so nothing running is touched.
+func sweepStaleCgroups(layout cgroupLayout) {
+	for _, parent := range []string{layout.memory, layout.pids} {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			pidText, _, ok := strings.Cut(e.Name(), "-")
+			pid, err := strconv.Atoi(pidText)
+			if !ok || err != nil || !e.IsDir() || pid <= 0 || pid == os.Getpid() {
+				continue
+			}
+			if syscall.Kill(pid, 0) == syscall.ESRCH {
+				_ = syscall.Rmdir(filepath.Join(parent, e.Name()))
+			}
+		}
+	}
+}
 
 // CgroupSupport reports whether spokes get a cgroup of their own here, and
 // how or why not, for the protection report.
@@ -199,7 +239,8 @@ func NewCgroup(l Limits) (*Cgroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: cgroup: %v", ErrUnprotected, err)
 	}
-	name := fmt.Sprintf("%d-%d", os.Getpid(), cgroupSeq.Add(1))
+	sweepCgroups()
+	name := fmt.Sprintf("%d-%s-%d", os.Getpid(), cgroupRun, cgroupSeq.Add(1))
 	c := &Cgroup{layout: layout}
 	if layout.v2 {
 		c.dirs = []string{filepath.Join(layout.memory, name)}

@@ -4,8 +4,11 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -73,5 +76,44 @@ func BenchmarkCgroup(b *testing.B) {
 			b.Fatal(err)
 		}
 		cg.Remove()
+	}
+}
+
+// TestStaleCgroupsAreSwept: an empty cgroup left by a process that no
+// longer runs is removed; one of a running process, or one that still
+// holds a task, is kept; a cgroup of an earlier process with this PID
+// cannot collide with a new one (names carry a per-process token).
+func TestStaleCgroupsAreSwept(t *testing.T) {
+	if ok, why := CgroupSupport(); !ok {
+		t.Skipf("no cgroup per spoke on this machine: %s", why)
+	}
+	layout, _ := cgroups()
+	dead := exec.Command("/bin/true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(layout.pids, strconv.Itoa(dead.Process.Pid)+"-0-1")
+	live := filepath.Join(layout.pids, strconv.Itoa(os.Getppid())+"-0-1")
+	for _, d := range []string{stale, live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer syscall.Rmdir(live)
+	defer syscall.Rmdir(stale)
+	sweepStaleCgroups(layout)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale cgroup %s kept (%v)", stale, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("cgroup of a running process removed: %v", err)
+	}
+	cg, err := NewCgroup(Limits{Memory: 64 << 20, Tasks: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	if name := filepath.Base(cg.dirs[0]); !strings.Contains(name, "-"+cgroupRun+"-") {
+		t.Errorf("cgroup %s carries no per-process token", name)
 	}
 }
