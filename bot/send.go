@@ -138,13 +138,3 @@ func transient(err error) bool {
 	}
 	return true
 }
-
-// edit replaces the text of one of the bot's messages.
-func (b *Bot) edit(ctx context.Context, room id.RoomID, target id.EventID, markdown, kind string) error {
-	c := content(markdown)
-	c.SetEdit(target)
-	if _, err := b.cli.SendMessageEvent(ctx, room, event.EventMessage, &event.Content{Parsed: c, Raw: map[string]any{KindKey: kind}}); err != nil {
-		return fmt.Errorf("failed to edit message: %w", err)
-	}
-	return nil
-}
