@@ -20,32 +20,56 @@ import (
 	"time"
 )
 
-// A cgroup per spoke bounds the memory and the tasks of the spoke and of
-// everything it starts (an external app's server): RLIMIT_AS is the wrong
-// tool for runtimes that reserve large virtual ranges (V8 reserves about
-// 10 GiB for WebAssembly), and RLIMIT_NPROC counts every process of the
-// uid, which all spokes share. The hub creates the cgroup, writes the
-// limits and moves the spoke in; the spoke, another uid confined by
-// Landlock, can change none of it.
+// A cgroup per spoke bounds the memory, the tasks and the processor time
+// of the spoke and of everything it starts (an external app's server):
+// RLIMIT_AS is the wrong tool for runtimes that reserve large virtual
+// ranges (V8 reserves about 10 GiB for WebAssembly), RLIMIT_NPROC counts
+// every process of the uid, which all spokes share, and RLIMIT_CPU bounds
+// a total, not a rate. The hub creates the cgroup, writes the limits and
+// moves the spoke in; the spoke, another uid confined by Landlock, can
+// change none of it.
 //
 // Two layouts are used, whichever the machine offers for the hub's own
 // cgroup: cgroup v2 where the hub's cgroup delegates the memory and pids
 // controllers to its children (cgroup.subtree_control lists both), and
-// otherwise cgroup v1's memory and pids hierarchies.
+// otherwise cgroup v1's memory and pids hierarchies. The cpu controller is
+// used where it is there too (delegated in v2, mounted in v1); without it
+// only RLIMIT_CPU bounds a spoke's processor time, and the report says so.
 
 // cgroupParent is the directory, below the hub's own cgroup in each
 // hierarchy, that holds the spokes' cgroups.
 const cgroupParent = "secgpt"
 
+// The controllers a spoke's cgroup uses: memory and pids are required, cpu
+// is used where the machine has it.
+const (
+	ctlMemory = "memory"
+	ctlPids   = "pids"
+	ctlCPU    = "cpu"
+)
+
+// cgroupControllers are the controllers in the order their directories are
+// created (and removed).
+var cgroupControllers = []string{ctlMemory, ctlPids, ctlCPU}
+
+// cfsPeriod is the CPU quota's period in microseconds (the kernel's
+// default): CPUPercent of it per period.
+const cfsPeriod = 100_000
+
 // cgroupLayout is where spokes' cgroups go on this machine.
 type cgroupLayout struct {
-	// v2 is true for the unified hierarchy: dirs has one entry.
+	// v2 is true for the unified hierarchy: every parent is the same
+	// directory.
 	v2 bool
-	// memory and pids are the parent directories in each v1 hierarchy,
-	// or both the one v2 directory.
-	memory, pids string
+	// parents maps each controller in use to the directory, in its
+	// hierarchy, that holds the spokes' cgroups. cpu is absent without
+	// the cpu controller.
+	parents map[string]string
 	// memsw says the v1 memory controller accounts swap too.
 	memsw bool
+	// noCPU says why spokes' processor time has no cgroup bound; "" when
+	// it has one.
+	noCPU string
 }
 
 // cgroups is the layout, found once.
@@ -77,7 +101,7 @@ var sweepCgroups = sync.OnceFunc(func() {
 // cgroups were removed): rmdir fails on a cgroup that still holds a task,
 // so nothing running is touched.
 func sweepStaleCgroups(layout cgroupLayout) {
-	for _, parent := range []string{layout.memory, layout.pids} {
+	for _, parent := range layout.dirs() {
 		entries, _ := os.ReadDir(parent)
 		for _, e := range entries {
 			pidText, _, ok := strings.Cut(e.Name(), "-")
@@ -92,21 +116,46 @@ func sweepStaleCgroups(layout cgroupLayout) {
 	}
 }
 
+// dirs are the distinct parent directories, in controller order.
+func (l cgroupLayout) dirs() []string {
+	var out []string
+	for _, c := range cgroupControllers {
+		if d, ok := l.parents[c]; ok && !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // CgroupSupport reports whether spokes get a cgroup of their own here, and
-// how or why not, for the protection report.
+// how or why not, for the protection report: the version, where, and the
+// files that hold each bound, or why a bound is missing.
 func CgroupSupport() (bool, string) {
 	l, err := cgroups()
 	if err != nil {
 		return false, err.Error()
 	}
+	return true, l.describe()
+}
+
+func (l cgroupLayout) describe() string {
 	if l.v2 {
-		return true, "cgroup v2 at " + l.memory + " (memory.max, memory.swap.max, pids.max)"
+		cpu := "cpu.weight, cpu.max"
+		if l.noCPU != "" {
+			cpu = "no cpu bound: " + l.noCPU
+		}
+		return fmt.Sprintf("cgroup v2 at %s: memory.max, memory.swap.max, pids.max, %s", l.parents[ctlMemory], cpu)
 	}
-	swap := "memsw unavailable: swap not bounded"
+	swap := "swap not bounded: memory.memsw.limit_in_bytes absent (no swap accounting)"
 	if l.memsw {
 		swap = "memory.memsw.limit_in_bytes"
 	}
-	return true, fmt.Sprintf("cgroup v1 at %s and %s (memory.limit_in_bytes, %s, pids.max)", l.memory, l.pids, swap)
+	cpu := fmt.Sprintf("cpu.shares, cpu.cfs_quota_us at %s", l.parents[ctlCPU])
+	if l.noCPU != "" {
+		cpu = "no cpu bound: " + l.noCPU
+	}
+	return fmt.Sprintf("cgroup v1: memory.limit_in_bytes at %s, %s, pids.max at %s, %s",
+		l.parents[ctlMemory], swap, l.parents[ctlPids], cpu)
 }
 
 // findCgroups finds a writable place for spokes' cgroups.
@@ -121,40 +170,68 @@ func findCgroups() (cgroupLayout, error) {
 	}
 	var why []string
 	if root, ok := mounts["2"]; ok {
-		dir := filepath.Join(root, own["2"])
-		ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
-		fields := strings.Fields(string(ctl))
-		switch {
-		case err != nil:
-			why = append(why, fmt.Sprintf("cgroup v2: %v", err))
-		case !slices.Contains(fields, "memory") || !slices.Contains(fields, "pids"):
-			why = append(why, fmt.Sprintf("cgroup v2: %s does not delegate memory and pids to its children (subtree_control %q)", dir, strings.TrimSpace(string(ctl))))
-		default:
-			parent := filepath.Join(dir, cgroupParent)
-			if err := makeCgroupDir(parent); err != nil {
-				why = append(why, "cgroup v2: "+err.Error())
-			} else if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte("+memory +pids"), 0); err != nil {
-				why = append(why, fmt.Sprintf("cgroup v2: failed to delegate memory and pids below %s: %v", parent, err))
-			} else {
-				return cgroupLayout{v2: true, memory: parent, pids: parent}, nil
-			}
+		l, err := findCgroupV2(filepath.Join(root, own["2"]))
+		if err == nil {
+			return l, nil
 		}
+		why = append(why, "cgroup v2: "+err.Error())
 	}
-	mem, memOK := mounts["memory"]
-	pids, pidsOK := mounts["pids"]
+	mem, memOK := mounts[ctlMemory]
+	pids, pidsOK := mounts[ctlPids]
 	if !memOK || !pidsOK {
 		why = append(why, "cgroup v1: the memory and pids controllers are not both mounted")
 		return cgroupLayout{}, errors.New(strings.Join(why, "; "))
 	}
-	l := cgroupLayout{memory: filepath.Join(mem, own["memory"], cgroupParent), pids: filepath.Join(pids, own["pids"], cgroupParent)}
-	for _, dir := range []string{l.memory, l.pids} {
+	l := cgroupLayout{parents: map[string]string{
+		ctlMemory: filepath.Join(mem, own[ctlMemory], cgroupParent),
+		ctlPids:   filepath.Join(pids, own[ctlPids], cgroupParent),
+	}}
+	for _, dir := range l.dirs() {
 		if err := makeCgroupDir(dir); err != nil {
 			why = append(why, "cgroup v1: "+err.Error())
 			return cgroupLayout{}, errors.New(strings.Join(why, "; "))
 		}
 	}
-	_, err = os.Stat(filepath.Join(l.memory, "memory.memsw.limit_in_bytes"))
+	_, err = os.Stat(filepath.Join(l.parents[ctlMemory], "memory.memsw.limit_in_bytes"))
 	l.memsw = err == nil
+	if cpu, ok := mounts[ctlCPU]; !ok {
+		l.noCPU = "the cpu controller is not mounted; only RLIMIT_CPU bounds a spoke's processor time"
+	} else if dir := filepath.Join(cpu, own[ctlCPU], cgroupParent); makeCgroupDir(dir) != nil {
+		l.noCPU = fmt.Sprintf("cannot create %s; only RLIMIT_CPU bounds a spoke's processor time", dir)
+	} else {
+		l.parents[ctlCPU] = dir
+	}
+	return l, nil
+}
+
+// findCgroupV2 makes the spokes' parent below dir, the hub's own cgroup,
+// where dir delegates memory and pids (and cpu, if it can) to children.
+func findCgroupV2(dir string) (cgroupLayout, error) {
+	ctl, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
+	if err != nil {
+		return cgroupLayout{}, err
+	}
+	fields := strings.Fields(string(ctl))
+	if !slices.Contains(fields, ctlMemory) || !slices.Contains(fields, ctlPids) {
+		return cgroupLayout{}, fmt.Errorf("%s does not delegate memory and pids to its children (subtree_control %q)", dir, strings.TrimSpace(string(ctl)))
+	}
+	parent := filepath.Join(dir, cgroupParent)
+	if err := makeCgroupDir(parent); err != nil {
+		return cgroupLayout{}, err
+	}
+	l := cgroupLayout{v2: true, parents: map[string]string{ctlMemory: parent, ctlPids: parent}}
+	enable := "+memory +pids"
+	if slices.Contains(fields, ctlCPU) {
+		enable += " +cpu"
+	}
+	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(enable), 0); err != nil {
+		return cgroupLayout{}, fmt.Errorf("failed to delegate %s below %s: %w", enable, parent, err)
+	}
+	if slices.Contains(fields, ctlCPU) {
+		l.parents[ctlCPU] = parent
+	} else {
+		l.noCPU = fmt.Sprintf("%s does not delegate cpu; only RLIMIT_CPU bounds a spoke's processor time", dir)
+	}
 	return l, nil
 }
 
@@ -213,7 +290,7 @@ func cgroupMounts() (map[string]string, error) {
 			mounts["2"] = fields[4]
 		case "cgroup":
 			for _, opt := range strings.Split(tail[2], ",") {
-				if opt == "memory" || opt == "pids" {
+				if slices.Contains(cgroupControllers, opt) {
 					mounts[opt] = fields[4]
 				}
 			}
@@ -225,15 +302,16 @@ func cgroupMounts() (map[string]string, error) {
 // Cgroup is the control group of one spoke and its descendants.
 type Cgroup struct {
 	layout cgroupLayout
-	// dirs are its directories: one in v2, memory's and pids' in v1.
-	dirs []string
+	// dirs maps each controller in use to the cgroup's directory in its
+	// hierarchy (all the same in v2).
+	dirs map[string]string
 	// Memory and Tasks are the bounds it enforces.
 	Memory, Tasks uint64
 }
 
-// NewCgroup creates a cgroup bounded by l.Memory and l.Tasks (l must have
-// its defaults). The caller moves the spoke in with Add before the spoke
-// starts anything, and calls Remove when the spoke has ended.
+// NewCgroup creates a cgroup bounded by l (l must have its defaults). The
+// caller moves the spoke in with Add before the spoke starts anything, and
+// calls Remove when the spoke has ended.
 func NewCgroup(l Limits) (*Cgroup, error) {
 	layout, err := cgroups()
 	if err != nil {
@@ -241,13 +319,11 @@ func NewCgroup(l Limits) (*Cgroup, error) {
 	}
 	sweepCgroups()
 	name := fmt.Sprintf("%d-%s-%d", os.Getpid(), cgroupRun, cgroupSeq.Add(1))
-	c := &Cgroup{layout: layout}
-	if layout.v2 {
-		c.dirs = []string{filepath.Join(layout.memory, name)}
-	} else {
-		c.dirs = []string{filepath.Join(layout.memory, name), filepath.Join(layout.pids, name)}
+	c := &Cgroup{layout: layout, dirs: map[string]string{}}
+	for ctl, parent := range layout.parents {
+		c.dirs[ctl] = filepath.Join(parent, name)
 	}
-	for _, d := range c.dirs {
+	for _, d := range c.unique() {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			c.Remove()
 			return nil, fmt.Errorf("failed to create cgroup: %w", err)
@@ -260,29 +336,15 @@ func NewCgroup(l Limits) (*Cgroup, error) {
 	return c, nil
 }
 
-// Update sets the cgroup's bounds to l.Memory and l.Tasks.
+// unique are the cgroup's distinct directories, in controller order.
+func (c *Cgroup) unique() []string {
+	return cgroupLayout{parents: c.dirs}.dirs()
+}
+
+// Update sets the cgroup's bounds to l's memory, swap, tasks and CPU.
 func (c *Cgroup) Update(l Limits) error {
-	layout := c.layout
 	c.Memory, c.Tasks = l.Memory, l.Tasks
-	mem := strconv.FormatUint(l.Memory, 10)
-	tasks := strconv.FormatUint(l.Tasks, 10)
-	var writes [][2]string
-	if layout.v2 {
-		writes = [][2]string{{"memory.max", mem}, {"memory.swap.max", "0"}, {"pids.max", tasks}}
-	} else {
-		writes = [][2]string{{"memory.limit_in_bytes", mem}, {"pids.max", tasks}}
-		if layout.memsw {
-			// Memory plus swap may not exceed the memory bound: no swap.
-			writes = append(writes, [2]string{"memory.memsw.limit_in_bytes", mem})
-		}
-	}
-	if !layout.v2 && layout.memsw {
-		// memsw may never be below limit_in_bytes: lift it first.
-		if err := c.write("memory.memsw.limit_in_bytes", "-1"); err != nil {
-			return err
-		}
-	}
-	for _, w := range writes {
+	for _, w := range c.layout.writes(l) {
 		if err := c.write(w[0], w[1]); err != nil {
 			return err
 		}
@@ -290,12 +352,47 @@ func (c *Cgroup) Update(l Limits) error {
 	return nil
 }
 
-// dirOf is the directory that holds file.
-func (c *Cgroup) dirOf(file string) string {
-	if len(c.dirs) == 2 && strings.HasPrefix(file, "pids.") {
-		return c.dirs[1]
+// writes are the files and values that bound a cgroup to l, in the order
+// they must be written.
+func (layout cgroupLayout) writes(l Limits) [][2]string {
+	mem := strconv.FormatUint(l.Memory, 10)
+	tasks := strconv.FormatUint(l.Tasks, 10)
+	quota := strconv.FormatUint(l.CPUPercent*cfsPeriod/100, 10)
+	var writes [][2]string
+	if layout.v2 {
+		writes = [][2]string{{"memory.max", mem}, {"memory.swap.max", strconv.FormatUint(l.Swap, 10)}, {"pids.max", tasks}}
+		if layout.noCPU == "" {
+			writes = append(writes, [2]string{"cpu.weight", strconv.FormatUint(l.CPUWeight, 10)},
+				[2]string{"cpu.max", quota + " " + strconv.Itoa(cfsPeriod)})
+		}
+		return writes
 	}
-	return c.dirs[0]
+	if layout.memsw {
+		// memsw may never be below limit_in_bytes: lift it first.
+		writes = append(writes, [2]string{"memory.memsw.limit_in_bytes", "-1"})
+	}
+	writes = append(writes, [2]string{"memory.limit_in_bytes", mem}, [2]string{"pids.max", tasks})
+	if layout.memsw {
+		// Memory plus swap may not exceed the memory bound plus the swap.
+		writes = append(writes, [2]string{"memory.memsw.limit_in_bytes", strconv.FormatUint(l.Memory+l.Swap, 10)})
+	}
+	if layout.noCPU == "" {
+		// cpu.shares' default, 1024, is cpu.weight's 100; 2 is its least.
+		shares := max(l.CPUWeight*1024/100, 2)
+		writes = append(writes, [2]string{"cpu.shares", strconv.FormatUint(shares, 10)},
+			[2]string{"cpu.cfs_period_us", strconv.Itoa(cfsPeriod)}, [2]string{"cpu.cfs_quota_us", quota})
+	}
+	return writes
+}
+
+// dirOf is the directory that holds file, a controller's file
+// ("memory.max", "cpu.shares") or a core one ("cgroup.procs": memory's).
+func (c *Cgroup) dirOf(file string) string {
+	ctl, _, _ := strings.Cut(file, ".")
+	if d, ok := c.dirs[ctl]; ok {
+		return d
+	}
+	return c.dirs[ctlMemory]
 }
 
 func (c *Cgroup) write(file, value string) error {
@@ -312,7 +409,7 @@ func (c *Cgroup) write(file, value string) error {
 
 // Add moves the process pid (and the threads it has) into the cgroup.
 func (c *Cgroup) Add(pid int) error {
-	for _, d := range c.dirs {
+	for _, d := range c.unique() {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
 			return fmt.Errorf("failed to move spoke %d into cgroup %s: %w", pid, d, err)
 		}
@@ -327,12 +424,47 @@ func (c *Cgroup) OOMKills() uint64 {
 	if c.layout.v2 {
 		file = "memory.events"
 	}
-	b, err := os.ReadFile(filepath.Join(c.dirs[0], file))
+	return c.counter(file, "oom_kill")
+}
+
+// TasksRefused is how many times the cgroup refused a new process or
+// thread for being at its pids.max.
+func (c *Cgroup) TasksRefused() uint64 { return c.counter("pids.events", "max") }
+
+// MemoryPeak is the most memory the cgroup has held, in bytes (v1
+// memory.max_usage_in_bytes, v2 memory.peak where the kernel has it); 0
+// when the kernel does not say.
+func (c *Cgroup) MemoryPeak() uint64 {
+	file := "memory.max_usage_in_bytes"
+	if c.layout.v2 {
+		file = "memory.peak"
+	}
+	b, err := os.ReadFile(filepath.Join(c.dirOf(file), file))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// Throttled is how many CPU periods the cgroup was held at its quota
+// (cpu.stat nr_throttled); 0 without the cpu controller.
+func (c *Cgroup) Throttled() uint64 {
+	if c.layout.noCPU != "" {
+		return 0
+	}
+	return c.counter("cpu.stat", "nr_throttled")
+}
+
+// counter reads the value of key in a flat-keyed file of the cgroup
+// ("key value" lines); 0 when absent.
+func (c *Cgroup) counter(file, key string) uint64 {
+	b, err := os.ReadFile(filepath.Join(c.dirOf(file), file))
 	if err != nil {
 		return 0
 	}
 	for line := range strings.Lines(string(b)) {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok && k == "oom_kill" {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), " "); ok && k == key {
 			n, _ := strconv.ParseUint(v, 10, 64)
 			return n
 		}
@@ -343,7 +475,7 @@ func (c *Cgroup) OOMKills() uint64 {
 // Remove kills whatever is left in the cgroup and removes it. It is safe to
 // call more than once.
 func (c *Cgroup) Remove() {
-	for _, d := range c.dirs {
+	for _, d := range c.unique() {
 		for try := 0; try < 50; try++ {
 			if err := syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
 				break

@@ -19,7 +19,7 @@ func TestCgroupLifecycle(t *testing.T) {
 	if ok, why := CgroupSupport(); !ok {
 		t.Skipf("no cgroup per spoke on this machine: %s", why)
 	}
-	l := Limits{Memory: 96 << 20, Tasks: 40}
+	l := Limits{Memory: 96 << 20, Tasks: 40, CPUWeight: 50, CPUPercent: 150, Swap: 16 << 20}
 	start := time.Now()
 	cg, err := NewCgroup(l)
 	if err != nil {
@@ -30,8 +30,23 @@ func TestCgroupLifecycle(t *testing.T) {
 	want := map[string]string{"pids.max": "40"}
 	if cg.layout.v2 {
 		want["memory.max"] = strconv.Itoa(96 << 20)
+		if _, err := os.Stat(cg.dirOf("memory.swap.max") + "/memory.swap.max"); err == nil {
+			want["memory.swap.max"] = strconv.Itoa(16 << 20)
+		}
+		if cg.layout.noCPU == "" {
+			want["cpu.weight"], want["cpu.max"] = "50", "150000 100000"
+		}
 	} else {
 		want["memory.limit_in_bytes"] = strconv.Itoa(96 << 20)
+		if cg.layout.memsw {
+			want["memory.memsw.limit_in_bytes"] = strconv.Itoa(112 << 20)
+		}
+		if cg.layout.noCPU == "" {
+			want["cpu.shares"], want["cpu.cfs_quota_us"], want["cpu.cfs_period_us"] = "512", "150000", "100000"
+		}
+	}
+	if cg.layout.noCPU != "" {
+		t.Logf("no CPU bound here: %s", cg.layout.noCPU)
 	}
 	for file, v := range want {
 		b, err := os.ReadFile(cg.dirOf(file) + "/" + file)
@@ -51,7 +66,7 @@ func TestCgroupLifecycle(t *testing.T) {
 	start = time.Now()
 	cg.Remove()
 	removed := time.Since(start)
-	for _, d := range cg.dirs {
+	for _, d := range cg.unique() {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("%s still there after Remove: %v", d, err)
 		}
@@ -64,16 +79,33 @@ func TestCgroupLifecycle(t *testing.T) {
 	t.Logf("cgroup created in %v, removed (killing one process) in %v", created, removed)
 }
 
-// BenchmarkCgroup measures what a cgroup costs a spoke's start beyond the
-// one write of Add: create it, write its bounds, remove it.
+// BenchmarkCgroup measures what a cgroup costs a spoke's start and end:
+// create it, write its bounds (memory, swap, tasks, CPU), move a process
+// in, and remove it (the process moved back out first, as if it had
+// ended).
 func BenchmarkCgroup(b *testing.B) {
 	if ok, why := CgroupSupport(); !ok {
 		b.Skipf("no cgroup per spoke on this machine: %s", why)
 	}
+	p, err := os.StartProcess("/bin/sleep", []string{"sleep", "600"}, &os.ProcAttr{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = p.Kill(); _, _ = p.Wait() }()
+	pid := []byte(strconv.Itoa(p.Pid))
 	for b.Loop() {
-		cg, err := NewCgroup(Limits{Memory: 1 << 30, Tasks: 256})
+		cg, err := NewCgroup(DefaultLimitsFor(ProfileExec))
 		if err != nil {
 			b.Fatal(err)
+		}
+		if err := cg.Add(p.Pid); err != nil {
+			b.Fatal(err)
+		}
+		for _, d := range cg.unique() {
+			// Back to the hub's own cgroup, above the spokes' parent.
+			if err := os.WriteFile(filepath.Join(filepath.Dir(filepath.Dir(d)), "cgroup.procs"), pid, 0); err != nil {
+				b.Fatal(err)
+			}
 		}
 		cg.Remove()
 	}
@@ -92,8 +124,8 @@ func TestStaleCgroupsAreSwept(t *testing.T) {
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	stale := filepath.Join(layout.pids, strconv.Itoa(dead.Process.Pid)+"-0-1")
-	live := filepath.Join(layout.pids, strconv.Itoa(os.Getppid())+"-0-1")
+	stale := filepath.Join(layout.parents[ctlPids], strconv.Itoa(dead.Process.Pid)+"-0-1")
+	live := filepath.Join(layout.parents[ctlPids], strconv.Itoa(os.Getppid())+"-0-1")
 	for _, d := range []string{stale, live} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -108,12 +140,12 @@ func TestStaleCgroupsAreSwept(t *testing.T) {
 	if _, err := os.Stat(live); err != nil {
 		t.Errorf("cgroup of a running process removed: %v", err)
 	}
-	cg, err := NewCgroup(Limits{Memory: 64 << 20, Tasks: 8})
+	cg, err := NewCgroup(DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cg.Remove()
-	if name := filepath.Base(cg.dirs[0]); !strings.Contains(name, "-"+cgroupRun+"-") {
+	if name := filepath.Base(cg.dirs[ctlMemory]); !strings.Contains(name, "-"+cgroupRun+"-") {
 		t.Errorf("cgroup %s carries no per-process token", name)
 	}
 }

@@ -86,19 +86,34 @@ type Limits struct {
 	// Tasks bounds the processes and threads of the spoke and everything
 	// it starts (the cgroup's pids.max).
 	Tasks uint64 `json:"tasks,omitempty"`
+	// CPUWeight is the spoke's share of the processors against other
+	// spokes when they contend, 1 to 10000 (cgroup v2 cpu.weight; v1
+	// cpu.shares = weight × 1024 / 100); 100 is an equal share.
+	CPUWeight uint64 `json:"cpu_weight,omitempty"`
+	// CPUPercent caps the processor time of the spoke and everything it
+	// starts, in percent of one processor per 100 ms period (v2 cpu.max,
+	// v1 cpu.cfs_quota_us): a spinning app takes no more, however many
+	// threads it runs. CPUSeconds still bounds its total.
+	CPUPercent uint64 `json:"cpu_percent,omitempty"`
+	// Swap is the swap, in bytes, the spoke may use beyond Memory (v2
+	// memory.swap.max; v1 memory.memsw.limit_in_bytes = Memory + Swap,
+	// where the kernel accounts swap). Unlike the other fields, 0 is the
+	// default: no swap.
+	Swap uint64 `json:"swap,omitempty"`
 }
 
 // DefaultLimits returns the limits of a built-in app's spoke unless the
 // operator says otherwise: 30 CPU seconds, 2 GiB of address space (room for
-// about 90 threads), 64 MiB files, 64 open files, 256 MiB of memory and 128
-// tasks.
+// about 90 threads), 64 MiB files, 64 open files, 256 MiB of memory, 128
+// tasks, an equal CPU weight, at most one processor and no swap.
 func DefaultLimits() Limits { return DefaultLimitsFor(ProfileStrict) }
 
 // DefaultLimitsFor returns the default limits of profile p. An external
 // app's server (ProfileExec, ProfileExecNet) gets what real runtimes need:
 // Node's module loader opens more than 64 files and V8 more than 128
 // threads' worth of tasks in a busy process, so 1024 open files, 1 GiB of
-// memory and 256 tasks; its address space is bounded only where no cgroup
+// memory, 256 tasks and two processors (V8 compiles and collects on
+// threads of its own); its address space is bounded only where no cgroup
 // bounds its memory (see Policy.Cgroup).
 func DefaultLimitsFor(p Profile) Limits {
 	l := Limits{
@@ -108,9 +123,11 @@ func DefaultLimitsFor(p Profile) Limits {
 		OpenFiles:    64,
 		Memory:       256 << 20,
 		Tasks:        128,
+		CPUWeight:    100,
+		CPUPercent:   100,
 	}
 	if p.executes() {
-		l.OpenFiles, l.Memory, l.Tasks = 1024, 1<<30, 256
+		l.OpenFiles, l.Memory, l.Tasks, l.CPUPercent = 1024, 1<<30, 256, 200
 	}
 	return l
 }
@@ -136,6 +153,12 @@ func (l Limits) WithDefaults(p Profile) Limits {
 	if l.Tasks == 0 {
 		l.Tasks = d.Tasks
 	}
+	if l.CPUWeight == 0 {
+		l.CPUWeight = d.CPUWeight
+	}
+	if l.CPUPercent == 0 {
+		l.CPUPercent = d.CPUPercent
+	}
 	return l
 }
 
@@ -145,6 +168,13 @@ const MinMemory = 32 << 20
 
 // MinTasks is the smallest Limits.Tasks: a Go spoke runs about 10 threads.
 const MinTasks = 16
+
+// MaxCPUWeight is the largest Limits.CPUWeight, cgroup v2's.
+const MaxCPUWeight = 10000
+
+// MinCPUPercent is the smallest Limits.CPUPercent: below a tenth of a
+// processor a spoke misses its start deadline.
+const MinCPUPercent = 10
 
 // Policy is everything the child needs to confine itself. The parent encodes
 // it on the child's command line (Encode) and the child decodes it
@@ -240,6 +270,12 @@ func (p Policy) Validate() error {
 	}
 	if l.Tasks < MinTasks {
 		return policyError("tasks %d is below the minimum %d", l.Tasks, MinTasks)
+	}
+	if l.CPUWeight > MaxCPUWeight {
+		return policyError("cpu_weight %d is above the maximum %d", l.CPUWeight, MaxCPUWeight)
+	}
+	if l.CPUPercent < MinCPUPercent {
+		return policyError("cpu_percent %d is below the minimum %d", l.CPUPercent, MinCPUPercent)
 	}
 	return nil
 }

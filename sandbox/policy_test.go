@@ -48,6 +48,8 @@ func TestPolicyInvalid(t *testing.T) {
 		{"unclean scratch", sandbox.Policy{Profile: sandbox.ProfileStrict, Scratch: "/srv/../etc"}},
 		{"relative read-only", sandbox.Policy{Profile: sandbox.ProfileStrict, ReadOnly: []string{"etc"}}},
 		{"address space too small", sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandbox.Limits{AddressSpace: 512 << 20}}},
+		{"cpu weight too large", sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandbox.Limits{CPUWeight: 10001}}},
+		{"cpu percent too small", sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandbox.Limits{CPUPercent: 5}}},
 		{"exec path in proxy", sandbox.Policy{Profile: sandbox.ProfileProxy, ExecPath: "/bin/true"}},
 		{"exec_net without path", sandbox.Policy{Profile: sandbox.ProfileExecNet, ProxyPort: 8080}},
 		{"exec_net without proxy port", sandbox.Policy{Profile: sandbox.ProfileExecNet, ExecPath: "/bin/true"}},
