@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -152,8 +153,11 @@ type BudgetsConfig struct {
 }
 
 type SandboxConfig struct {
-	// The limits for every spoke; Apps overrides them per app.
+	// The limits for every spoke; Profiles overrides them per profile
+	// ("strict": built-in apps; "exec": external apps' servers), then
+	// Apps per app.
 	LimitsConfig `yaml:",inline"`
+	Profiles     map[string]LimitsConfig `yaml:"profiles"`
 	Apps         map[string]LimitsConfig `yaml:"apps"`
 	Namespaces   bool                    `yaml:"namespaces"`
 	// AllowWeaker is the operator's explicit opt-out: run apps even when the
@@ -172,7 +176,19 @@ type LimitsConfig struct {
 	MemoryBytes uint64 `yaml:"memory_bytes"`
 	// Tasks bounds the processes and threads of the spoke and its server.
 	Tasks uint64 `yaml:"tasks"`
+	// CPUWeight is the spoke's share of the processors against other
+	// spokes, 1 to 10000 (100 is an equal share); CPUPercent caps its
+	// processor time in percent of one processor; SwapBytes is the swap
+	// it may use beyond MemoryBytes (default none). All through the
+	// spoke's cgroup.
+	CPUWeight  uint64 `yaml:"cpu_weight"`
+	CPUPercent uint64 `yaml:"cpu_percent"`
+	SwapBytes  uint64 `yaml:"swap_bytes"`
 }
+
+// limitProfiles are the profiles that sandbox.profiles may name: the one
+// of built-in apps and the one of external apps' servers.
+var limitProfiles = []sandbox.Profile{sandbox.ProfileStrict, sandbox.ProfileExec}
 
 type LoggingConfig struct {
 	Level  string `yaml:"level"`
@@ -349,6 +365,14 @@ func (c *Config) validate() error {
 	if err := c.Sandbox.LimitsConfig.validate("sandbox"); err != nil {
 		return err
 	}
+	for _, profile := range sortedNames(c.Sandbox.Profiles) {
+		if !slices.Contains(limitProfiles, sandbox.Profile(profile)) {
+			return bad("sandbox.profiles."+profile, "is not a profile: strict (built-in apps) or exec (external apps)")
+		}
+		if err := c.Sandbox.Profiles[profile].validate("sandbox.profiles." + profile); err != nil {
+			return err
+		}
+	}
 	for _, app := range sortedNames(c.Sandbox.Apps) {
 		if !seen[app] {
 			return bad("sandbox.apps."+app, "names an app that is not installed")
@@ -509,6 +533,12 @@ func (l LimitsConfig) validate(prefix string) error {
 	}
 	if l.Tasks != 0 && l.Tasks < sandbox.MinTasks {
 		return fmt.Errorf("config: %s.tasks: must be 0 (the default) or at least %d", prefix, sandbox.MinTasks)
+	}
+	if l.CPUWeight > sandbox.MaxCPUWeight {
+		return fmt.Errorf("config: %s.cpu_weight: must be 0 (the default) to %d", prefix, sandbox.MaxCPUWeight)
+	}
+	if l.CPUPercent != 0 && l.CPUPercent < sandbox.MinCPUPercent {
+		return fmt.Errorf("config: %s.cpu_percent: must be 0 (the default) or at least %d", prefix, sandbox.MinCPUPercent)
 	}
 	return nil
 }

@@ -220,9 +220,10 @@ func (a AppsConfig) externalApp(name string) (ExternalApp, bool) {
 
 // limits are the app's sandbox limits: the exec profile's defaults (its
 // server's profile: the spoke's cgroup holds the server), the config's for
-// every spoke and for the app, then its declaration's.
+// every spoke, for the exec profile and for the app, then its
+// declaration's.
 func (e ExternalApp) limits(sb SandboxConfig) sandbox.Limits {
-	return overrideLimits(sandbox.DefaultLimitsFor(sandbox.ProfileExec), sb.LimitsConfig, sb.Apps[e.Name], e.Limits)
+	return overrideLimits(sandbox.DefaultLimitsFor(sandbox.ProfileExec), sb.LimitsConfig, sb.Profiles[string(sandbox.ProfileExec)], sb.Apps[e.Name], e.Limits)
 }
 
 // appLimits are the sandbox limits of any installed app.

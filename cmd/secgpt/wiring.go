@@ -138,9 +138,10 @@ func (s *system) Close() {
 }
 
 // sandboxLimits are the default limits of a built-in app's spoke, with the
-// config's overrides for every spoke and then for the app.
+// config's overrides for every spoke, for the strict profile and then for
+// the app.
 func sandboxLimits(cfg SandboxConfig, app string) sandbox.Limits {
-	return overrideLimits(sandbox.DefaultLimits(), cfg.LimitsConfig, cfg.Apps[app])
+	return overrideLimits(sandbox.DefaultLimits(), cfg.LimitsConfig, cfg.Profiles[string(sandbox.ProfileStrict)], cfg.Apps[app])
 }
 
 // overrideLimits sets in l every limit that an override, in order, sets.
@@ -163,6 +164,15 @@ func overrideLimits(l sandbox.Limits, overrides ...LimitsConfig) sandbox.Limits 
 		}
 		if o.Tasks > 0 {
 			l.Tasks = o.Tasks
+		}
+		if o.CPUWeight > 0 {
+			l.CPUWeight = o.CPUWeight
+		}
+		if o.CPUPercent > 0 {
+			l.CPUPercent = o.CPUPercent
+		}
+		if o.SwapBytes > 0 {
+			l.Swap = o.SwapBytes
 		}
 	}
 	return l
@@ -194,7 +204,7 @@ func checkScratch(cfg Config) error {
 // out in the config, which is logged loudly.
 func checkSandbox(cfg Config, stderr io.Writer, log zerolog.Logger) error {
 	caps := sandbox.Probe()
-	for _, line := range caps.Lines() {
+	for _, line := range protectionLines(cfg, caps) {
 		fmt.Fprintln(stderr, "sandbox:", line)
 	}
 	err := caps.Check(sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandboxLimits(cfg.Sandbox, ""), Namespaces: cfg.Sandbox.Namespaces})
