@@ -138,6 +138,32 @@ func CgroupSupport() (bool, string) {
 	return true, l.describe()
 }
 
+// CgroupBound names the cgroup file that bounds a spoke's resource
+// ("memory", "swap", "tasks" or "cpu") here, with the cgroup version, for
+// the sandbox check's verdicts: "cgroup v1 memory.limit_in_bytes". It is
+// "" where no cgroup bounds it.
+func CgroupBound(resource string) string {
+	l, err := cgroups()
+	if err != nil {
+		return ""
+	}
+	files := map[string][2]string{
+		"memory": {"memory.limit_in_bytes", "memory.max"},
+		"swap":   {"memory.memsw.limit_in_bytes", "memory.swap.max"},
+		"tasks":  {"pids.max", "pids.max"},
+		"cpu":    {"cpu.cfs_quota_us", "cpu.max"},
+	}
+	f, ok := files[resource]
+	switch {
+	case !ok, resource == "cpu" && l.noCPU != "", resource == "swap" && !l.v2 && !l.memsw:
+		return ""
+	case l.v2:
+		return "cgroup v2 " + f[1]
+	default:
+		return "cgroup v1 " + f[0]
+	}
+}
+
 func (l cgroupLayout) describe() string {
 	if l.v2 {
 		cpu := "cpu.weight, cpu.max"

@@ -48,6 +48,14 @@ func TestCgroupLifecycle(t *testing.T) {
 	if cg.layout.noCPU != "" {
 		t.Logf("no CPU bound here: %s", cg.layout.noCPU)
 	}
+	for _, r := range []string{"memory", "tasks"} {
+		if b := CgroupBound(r); !strings.HasPrefix(b, "cgroup v") {
+			t.Errorf("CgroupBound(%s) = %q", r, b)
+		}
+	}
+	if b := CgroupBound("cpu"); (b == "") != (cg.layout.noCPU != "") {
+		t.Errorf("CgroupBound(cpu) = %q with noCPU %q", b, cg.layout.noCPU)
+	}
 	for file, v := range want {
 		b, err := os.ReadFile(cg.dirOf(file) + "/" + file)
 		if err != nil || strings.TrimSpace(string(b)) != v {

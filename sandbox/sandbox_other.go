@@ -82,6 +82,9 @@ func UpLoopback(...netip.Addr) error {
 // CgroupSupport reports that there are no cgroups here.
 func CgroupSupport() (bool, string) { return false, unsupported }
 
+// CgroupBound is "": no cgroup bounds anything here.
+func CgroupBound(string) string { return "" }
+
 // Cgroup is a spoke's control group; there are none here.
 type Cgroup struct {
 	// Memory and Tasks are the bounds it would enforce.

@@ -20,6 +20,10 @@ type Attack struct {
 	Title string
 	// Function is the hostile app's function that makes the attempt.
 	Function string
+	// Open, when set, says which defence this build lacks: the attack is
+	// known to succeed (issue 11), is shown not blocked, and does not
+	// fail the check. It is removed when the defence lands.
+	Open string
 
 	// args are the function's arguments, in the order the query names them.
 	args func(*Lab) []arg
@@ -30,6 +34,13 @@ type Attack struct {
 	leak func(*Lab) string
 	// outside checks from outside the spoke that nothing happened.
 	outside func(*evidence) error
+	// watch samples the memory of the hub's children during the attempt
+	// (evidence.peaks).
+	watch bool
+	// bound names the bound that stopped the attempt, for the verdict.
+	bound func(*evidence) string
+	// measure says what the attempt cost, blocked or not.
+	measure func(*evidence) string
 }
 
 // arg is one keyed value of the attack's query.
@@ -84,7 +95,7 @@ func path(p string) []arg { return []arg{{"path", p}} }
 
 // Attacks returns the attacks of the issue, each its own case.
 func Attacks() []Attack {
-	return []Attack{
+	return append([]Attack{
 		{
 			Name: "read_etc_shadow", Title: "read /etc/shadow", Function: hostile.ReadFile,
 			args: func(*Lab) []arg { return path("/etc/shadow") }, stop: reported,
@@ -227,7 +238,7 @@ func Attacks() []Attack {
 			args: func(*Lab) []arg { return []arg{{"url", "http://" + publicHost + pathToMetadata}} }, stop: refused,
 			outside: func(e *evidence) error { return e.onlyPublicDialled(pathToMetadata) },
 		},
-	}
+	}, sharedAttacks()...)
 }
 
 // bigFileName is the file the 10 GiB attempt writes in its own scratch.

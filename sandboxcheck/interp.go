@@ -116,6 +116,8 @@ var leftOut = map[string]map[string]string{
 	"": {
 		hostile.Flood: "floods the spoke's channel to the hub, which an MCP server never holds (its spoke speaks MCP to it over pipes)",
 		hostile.Stall: "stalls the spoke's channel to the hub, which an MCP server never holds (its spoke speaks MCP to it over pipes)",
+		hostile.Burn:  "asks for completions on the spoke's channel to the hub, which an MCP server never holds",
+		hostile.Grind: "sends requests on the spoke's channel to the hub, which an MCP server never holds",
 	},
 	scripts.Node: {hostile.Ptrace: "Node has no ptrace without a native addon"},
 }

@@ -75,6 +75,8 @@ type Verdict struct {
 	// served another user afterwards. For a control, Blocked means the
 	// control failed.
 	Blocked bool
+	// Open is the attack's Open: a defence this build lacks.
+	Open string
 	// How says what stopped it (or what happened), in one line.
 	How string
 	// Problems say why the verdict is not what it should be: for an
@@ -103,6 +105,13 @@ type evidence struct {
 	serverExit string
 	logs       []logLine
 	before     snapshot
+	// peaks are the resident high-water marks of the hub's children
+	// during the attempt, by PID, when the attack watches them.
+	peaks map[int]memPeak
+	// hubCPU is the processor time the hub used during the attempt.
+	hubCPU time.Duration
+	// measured is what an outside check measured, for the verdict.
+	measured string
 }
 
 // snapshot is the lab's counters before an attempt.
@@ -122,7 +131,7 @@ func (l *Lab) snapshot() snapshot {
 
 // Run makes one attempt through the hub and judges it.
 func (r *Runner) Run(ctx context.Context, a Attack) Verdict {
-	v := Verdict{Name: a.Name, Title: a.Title}
+	v := Verdict{Name: a.Name, Title: a.Title, Open: a.Open}
 	lab := r.opts.Lab
 	// A fresh spoke for every attempt: a killed or poisoned one from the
 	// attempt before must not decide this one.
@@ -132,8 +141,17 @@ func (r *Runner) Run(ctx context.Context, a Attack) Verdict {
 	}
 	e := &evidence{app: r.app, mcp: r.mcp, lab: lab, scratch: r.scratch, limits: r.opts.Limits, before: lab.snapshot()}
 	mark := r.opts.Logs.mark()
+	var watch *peakWatch
+	if a.watch {
+		watch = watchPeaks()
+	}
+	cpu := hubCPU()
 	if err := r.attempt(ctx, a, e); err != nil {
 		v.Problems = append(v.Problems, err.Error())
+	}
+	e.hubCPU = (hubCPU() - cpu).Round(time.Millisecond)
+	if watch != nil {
+		e.peaks = watch.Stop()
 	}
 	e.collect(a)
 	if a.stop.kind(e) == byKill && !e.mcp && e.pid != 0 {
@@ -166,6 +184,15 @@ func (r *Runner) Run(ctx context.Context, a Attack) Verdict {
 	}
 	if err := r.serveVictim(ctx); err != nil {
 		v.Problems = append(v.Problems, err.Error())
+	}
+	if a.bound != nil && v.OK() {
+		v.How += "; bound: " + a.bound(e)
+	}
+	if e.measured != "" {
+		v.How += "; " + e.measured
+	}
+	if a.measure != nil {
+		v.How += "; " + a.measure(e)
 	}
 	if a.stop.by == allowed {
 		v.Blocked = !v.OK()

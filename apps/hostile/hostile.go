@@ -75,6 +75,25 @@ const (
 	Stall = "stall"
 	// Fetch gets URL through the hub's egress broker.
 	Fetch = "fetch"
+
+	// The attacks on what users share (issue 11):
+
+	// Stat reads the size and times of Path without opening it, a covert
+	// channel where only opening is refused.
+	Stat = "stat"
+	// Hog maps and touches anonymous memory in 8 MiB steps, up to Bytes,
+	// and holds it.
+	Hog = "hog"
+	// Threads starts threads until refused, up to Count.
+	Threads = "threads"
+	// Fill writes Count files of Bytes in all under the directory Path.
+	Fill = "fill"
+	// Burn asks the hub for Count model completions of Bytes of prompt
+	// each, straight on the ISC channel, until refused.
+	Burn = "burn"
+	// Grind sends, for Seconds, model requests of Bytes of prompt, over
+	// the hub's prompt limit, which the hub must parse to refuse.
+	Grind = "grind"
 )
 
 // Outcome is what an attempt came to.
@@ -169,6 +188,18 @@ var functions = []function{
 		func(_ context.Context, _ apps.Env, in input) Result { return stall(in.Frames) }},
 	{Fetch, "Get a URL through the egress broker.", []argument{str("url", "URL to get.")},
 		func(ctx context.Context, env apps.Env, in input) Result { return fetch(ctx, env, in.URL) }},
+	{Stat, "Read a file's size and times without opening it.", []argument{str("path", "File to stat.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return statFile(in.Path) }},
+	{Hog, "Hold as much memory as possible.", []argument{num("bytes", "How much at most.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return hog(in.Bytes) }},
+	{Threads, "Start threads until refused.", []argument{num("count", "How many at most.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return threads(in.Count) }},
+	{Fill, "Fill the disk with files.", []argument{str("path", "Directory to fill."), num("bytes", "How much in all."), num("count", "How many files.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return fill(in.Path, in.Bytes, in.Count) }},
+	{Burn, "Spend the user's model budget.", []argument{num("count", "How many completions."), num("bytes", "Prompt bytes each.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return burnTokens(in.Count, in.Bytes) }},
+	{Grind, "Keep the hub busy refusing requests.", []argument{num("seconds", "For how long."), num("bytes", "Prompt bytes each.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return grind(in.Seconds, in.Bytes) }},
 }
 
 func requestSchema(args []argument) json.RawMessage {
@@ -234,6 +265,7 @@ type input struct {
 	Bytes   int64  `json:"bytes"`
 	Count   int    `json:"count"`
 	Frames  int    `json:"frames"`
+	Seconds int    `json:"seconds"`
 }
 
 // Call makes one attempt and reports it. It returns an error only for a

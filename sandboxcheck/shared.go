@@ -1,0 +1,217 @@
+package sandboxcheck
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/secgpt/secgpt/apps/hostile"
+	"github.com/secgpt/secgpt/sandbox"
+	"github.com/secgpt/secgpt/spoke"
+)
+
+// The attacks of issue 11 on what the spokes of all users share: the file
+// tree's metadata, memory, tasks, disk, the hub's processor time and the
+// model bill. Each verdict names the bound that stopped it; the harm an
+// attack does when nothing stops it is measured and shown either way.
+
+// Sizes of the attempts: each larger than any bound a spoke has by
+// default, and small enough that a machine without the bound survives the
+// check.
+const (
+	hogBytes     = 3 << 29 // 1.5 GiB of memory
+	threadsMost  = 100_000
+	fillBytes    = 1 << 30 // 1 GiB of disk, in fillFiles files
+	fillFiles    = 64
+	manyFiles    = 20_000
+	burnCalls    = 64
+	burnPrompt   = 500_000 // bytes per completion, under the hub's 512 KiB
+	grindSeconds = 10
+	grindPrompt  = 700 << 10 // over the hub's prompt limit, under its frame limit
+)
+
+// The defences this build lacks (see Attack.Open).
+const (
+	openView = "every spoke runs as one uid and sees the host's file tree: stat is not refused"
+	openDisk = "no quota bounds a spoke's scratch, only RLIMIT_FSIZE each file"
+)
+
+// Directories the disk attacks fill in the attacker's scratch.
+const (
+	fillDir  = "fill"
+	filesDir = "files"
+)
+
+// sharedAttacks are the attacks on shared resources.
+func sharedAttacks() []Attack {
+	return []Attack{
+		{
+			Name: "cross_user_stat", Title: "stat another user's file (size and times, a covert channel)", Function: hostile.Stat,
+			Open: openView,
+			args: func(l *Lab) []arg { return path(l.victimSecret) }, stop: reported,
+			leak:    func(l *Lab) string { return fmt.Sprintf("size %d bytes", len(l.secret)+1) },
+			outside: func(e *evidence) error { return present(e.lab.victimSecret) },
+		},
+		{
+			Name: "memory_hog", Title: "hold 1.5 GiB of memory", Function: hostile.Hog,
+			args:    func(*Lab) []arg { return []arg{{"bytes", strconv.Itoa(hogBytes)}} },
+			stop:    killed(spoke.ErrOutOfMemory),
+			watch:   true,
+			outside: func(e *evidence) error { return e.peakAtMost(e.limits.Memory) },
+			bound: func(e *evidence) string {
+				return fmt.Sprintf("killed at %d MiB (%s)", e.limits.Memory>>20, orNone(sandbox.CgroupBound("memory")))
+			},
+		},
+		{
+			Name: "thread_pressure", Title: "start 100,000 threads", Function: hostile.Threads,
+			args: func(*Lab) []arg { return []arg{{"count", strconv.Itoa(threadsMost)}} },
+			// The Go runtime dies when it cannot start a thread it needs.
+			stop:    stop{by: byReportOrKill, causes: []error{spoke.ErrCrashed}},
+			outside: func(e *evidence) error { return e.threadsAtMost(e.limits.Tasks) },
+			bound: func(e *evidence) string {
+				return fmt.Sprintf("%d tasks (%s)", e.limits.Tasks, orNone(sandbox.CgroupBound("tasks")))
+			},
+		},
+		{
+			Name: "disk_fill_bytes", Title: "write 1 GiB in 64 files", Function: hostile.Fill, Open: openDisk,
+			args: func(*Lab) []arg {
+				return []arg{{"path", fillDir}, {"bytes", strconv.Itoa(fillBytes)}, {"count", strconv.Itoa(fillFiles)}}
+			},
+			stop:    reported,
+			outside: func(e *evidence) error { return diskUsed(filepath.Join(e.scratch, fillDir), e.limits.FileSize) },
+		},
+		{
+			Name: "disk_fill_files", Title: "create 20,000 files", Function: hostile.Fill, Open: openDisk,
+			args: func(*Lab) []arg {
+				return []arg{{"path", filesDir}, {"bytes", "0"}, {"count", strconv.Itoa(manyFiles)}}
+			},
+			stop:    reported,
+			outside: func(e *evidence) error { return diskUsed(filepath.Join(e.scratch, filesDir), e.limits.FileSize) },
+		},
+		{
+			Name: "hub_time", Title: "keep the hub parsing refused 700 KiB requests for 10 s", Function: hostile.Grind,
+			Open: "the hub's time serving a spoke is not charged to its step",
+			args: func(*Lab) []arg {
+				return []arg{{"seconds", strconv.Itoa(grindSeconds)}, {"bytes", strconv.Itoa(grindPrompt)}}
+			},
+			stop: stop{by: byReportOrKill},
+			measure: func(e *evidence) string {
+				return fmt.Sprintf("the hub spent %v of processor time on the attempt", e.hubCPU)
+			},
+		},
+		{
+			Name: "token_burn", Title: "ask for 64 completions of 500 KB", Function: hostile.Burn,
+			Open: "no token budget per user, app or day",
+			args: func(*Lab) []arg {
+				return []arg{{"count", strconv.Itoa(burnCalls)}, {"bytes", strconv.Itoa(burnPrompt)}}
+			},
+			stop:    reported,
+			outside: func(e *evidence) error { return e.tokenBudget() },
+		},
+	}
+}
+
+func orNone(bound string) string {
+	if bound == "" {
+		return "no cgroup bounds it here"
+	}
+	return bound
+}
+
+// present: the target exists, so that ENOENT from the spoke is its view's
+// refusal, not a missing file.
+func present(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("the target is not there to stat: %w", err)
+	}
+	return nil
+}
+
+// peakAtMost: the spoke's anonymous memory, sampled during the attempt,
+// never exceeded limit.
+func (e *evidence) peakAtMost(limit uint64) error {
+	peak, ok := e.peaks[e.pid]
+	if !ok {
+		return fmt.Errorf("spoke %d was never seen running", e.pid)
+	}
+	e.measured = fmt.Sprintf("peak memory %d MiB anonymous, %d MiB resident with the executable's pages", peak.anon>>20, peak.resident>>20)
+	if peak.anon > limit {
+		return fmt.Errorf("spoke %d held %d MiB, over its %d MiB bound", e.pid, peak.anon>>20, limit>>20)
+	}
+	return nil
+}
+
+// threadsReached finds the count of threads in the app's report.
+var threadsReached = regexp.MustCompile(`after (\d+) threads`)
+
+// threadsAtMost: the app was refused before it had limit threads (its
+// own count), or died trying.
+func (e *evidence) threadsAtMost(limit uint64) error {
+	if e.report == nil {
+		return nil // killed: judged by the stop
+	}
+	m := threadsReached.FindStringSubmatch(e.report.Detail)
+	if m == nil {
+		return fmt.Errorf("the app did not say how many threads it started: %s", e.report.Detail)
+	}
+	n, _ := strconv.ParseUint(m[1], 10, 64)
+	e.measured = fmt.Sprintf("%d threads started", n)
+	if n >= limit {
+		return fmt.Errorf("the app started %d threads, not fewer than its %d tasks", n, limit)
+	}
+	return nil
+}
+
+// diskUsed measures what the attempt left under dir, removes it (it is
+// only filler), and fails when the total is more than one file may hold:
+// RLIMIT_FSIZE, which bounds each file, is then all that bounded it.
+func diskUsed(dir string, fileLimit uint64) error {
+	var bytes, files uint64
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files++
+		bytes += uint64(info.Size())
+		return nil
+	})
+	defer os.RemoveAll(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to measure %s: %w", dir, err)
+	}
+	if bytes > fileLimit || files > 1000 {
+		return fmt.Errorf("the spoke left %d MiB in %d files in its scratch: no quota bounds its total", bytes>>20, files)
+	}
+	return nil
+}
+
+// tokensBilled finds the completions and tokens in burn's report.
+var tokensBilled = regexp.MustCompile(`after (\d+) completions .* about (\d+)$`)
+
+// tokenBudget: the hub refused the completions at a token budget, not
+// only at its per-step count of calls, which every step of every query
+// may spend again.
+func (e *evidence) tokenBudget() error {
+	if e.report == nil {
+		return nil
+	}
+	spent, refusal, _ := strings.Cut(e.report.Detail, " tokens): ")
+	if m := tokensBilled.FindStringSubmatch(spent); m != nil {
+		e.measured = fmt.Sprintf("%s completions, about %s tokens billed in one step", m[1], m[2])
+	}
+	if !strings.Contains(refusal, "token") {
+		return fmt.Errorf("refused by no token budget (%q): every step of every query may spend as much again", refusal)
+	}
+	return nil
+}
