@@ -109,6 +109,9 @@ var scriptTools = map[string]struct {
 	hostile.BigFile:   {"big_file", []string{"path", "bytes"}},
 	hostile.ManyFiles: {"many_files", []string{"count"}},
 	hostile.Fetch:     {"fetch_url", []string{"url"}},
+	hostile.Stat:      {"stat_file", []string{"path"}},
+	hostile.Fill:      {"fill_disk", []string{"path", "bytes", "count"}},
+	hostile.Threads:   {"thread_bomb", []string{"count"}},
 }
 
 // leftOut says why an attack of the Go app is not made from a script.
@@ -118,8 +121,12 @@ var leftOut = map[string]map[string]string{
 		hostile.Stall: "stalls the spoke's channel to the hub, which an MCP server never holds (its spoke speaks MCP to it over pipes)",
 		hostile.Burn:  "asks for completions on the spoke's channel to the hub, which an MCP server never holds",
 		hostile.Grind: "sends requests on the spoke's channel to the hub, which an MCP server never holds",
+		hostile.Hog:   "made by allocate 4 GiB, which an interpreter allocates at once: it is killed at its memory bound",
 	},
-	scripts.Node: {hostile.Ptrace: "Node has no ptrace without a native addon"},
+	scripts.Node: {
+		hostile.Ptrace:  "Node has no ptrace without a native addon",
+		hostile.Threads: "Node's worker threads are whole isolates, bounded by memory first",
+	},
 }
 
 // InterpreterAttacks returns the attacks of Attacks that the script makes
@@ -200,6 +207,10 @@ func asScript(a Attack, tool string, keys []string) Attack {
 		a.stop = stop{by: byReportOrKill, signals: []string{"SIGXFSZ"}}
 	case "spin_cpu":
 		a.stop = stop{by: byKill, signals: []string{"SIGXCPU", "SIGKILL"}}
+	case "thread_bomb":
+		// RuntimeError (pids.max), or the runtime aborts for want of a
+		// thread.
+		a.stop = stop{by: byReportOrKill, signals: []string{"SIGKILL", "SIGABRT"}}
 	}
 	return a
 }

@@ -69,8 +69,9 @@ func sharedAttacks() []Attack {
 		{
 			Name: "thread_pressure", Title: "start 100,000 threads", Function: hostile.Threads,
 			args: func(*Lab) []arg { return []arg{{"count", strconv.Itoa(threadsMost)}} },
-			// The Go runtime dies when it cannot start a thread it needs.
-			stop:    stop{by: byReportOrKill, causes: []error{spoke.ErrCrashed}},
+			// Refused, and reported: a spoke that died instead proves no
+			// bound.
+			stop:    reported,
 			outside: func(e *evidence) error { return e.threadsAtMost(e.limits.Tasks) },
 			bound: func(e *evidence) string {
 				return fmt.Sprintf("%d tasks (%s)", e.limits.Tasks, orNone(sandbox.CgroupBound("tasks")))
@@ -152,7 +153,7 @@ var threadsReached = regexp.MustCompile(`after (\d+) threads`)
 // own count), or died trying.
 func (e *evidence) threadsAtMost(limit uint64) error {
 	if e.report == nil {
-		return nil // killed: judged by the stop
+		return errors.New("the app made no report")
 	}
 	m := threadsReached.FindStringSubmatch(e.report.Detail)
 	if m == nil {

@@ -54,7 +54,11 @@ func (m *Manager) spawnSpare() (*child, error) {
 		return nil, fmt.Errorf("failed to make the launch pipe: %w", err)
 	}
 	defer r.Close()
-	c, err := m.spawn("spare", []string{ChildArg, spareArg}, r, m.opts.SparePolicy)
+	// A spare is in a cgroup from its start, as every spoke is:
+	// launchSpare sets the bounds of the spoke it becomes.
+	policy := m.opts.SparePolicy
+	policy.Cgroup, _ = sandbox.CgroupSupport()
+	c, err := m.spawn("spare", []string{ChildArg, spareArg}, r, policy)
 	if err != nil {
 		w.Close()
 		return nil, err
