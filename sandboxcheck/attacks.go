@@ -35,7 +35,8 @@ type Attack struct {
 	// outside checks from outside the spoke that nothing happened.
 	outside func(*evidence) error
 	// watch samples the memory of the hub's children during the attempt
-	// (evidence.peaks).
+	// (evidence.peaks), and has the hub serve the victim during the
+	// attempt too, not only after it.
 	watch bool
 	// bound names the bound that stopped the attempt, for the verdict.
 	bound func(*evidence) string

@@ -142,8 +142,12 @@ func (r *Runner) Run(ctx context.Context, a Attack) Verdict {
 	e := &evidence{app: r.app, mcp: r.mcp, lab: lab, scratch: r.scratch, limits: r.opts.Limits, before: lab.snapshot()}
 	mark := r.opts.Logs.mark()
 	var watch *peakWatch
+	alongside := make(chan error, 1)
 	if a.watch {
 		watch = watchPeaks()
+		go func() { alongside <- r.serveVictim(ctx) }()
+	} else {
+		alongside <- nil
 	}
 	cpu := hubCPU()
 	if err := r.attempt(ctx, a, e); err != nil {
@@ -152,6 +156,9 @@ func (r *Runner) Run(ctx context.Context, a Attack) Verdict {
 	e.hubCPU = (hubCPU() - cpu).Round(time.Millisecond)
 	if watch != nil {
 		e.peaks = watch.Stop()
+	}
+	if err := <-alongside; err != nil {
+		v.Problems = append(v.Problems, "during the attempt: "+err.Error())
 	}
 	e.collect(a)
 	if a.stop.kind(e) == byKill && !e.mcp && e.pid != 0 {

@@ -61,7 +61,7 @@ func sharedAttacks() []Attack {
 			args:    func(*Lab) []arg { return []arg{{"bytes", strconv.Itoa(hogBytes)}} },
 			stop:    killed(spoke.ErrOutOfMemory),
 			watch:   true,
-			outside: func(e *evidence) error { return e.peakAtMost(e.limits.Memory) },
+			outside: func(e *evidence) error { return errors.Join(e.peakAtMost(e.limits.Memory), e.namedOverMemory()) },
 			bound: func(e *evidence) string {
 				return fmt.Sprintf("killed at %d MiB (%s)", e.limits.Memory>>20, orNone(sandbox.CgroupBound("memory")))
 			},
@@ -142,6 +142,18 @@ func (e *evidence) peakAtMost(limit uint64) error {
 	e.measured = fmt.Sprintf("peak memory %d MiB anonymous, %d MiB resident with the executable's pages", peak.anon>>20, peak.resident>>20)
 	if peak.anon > limit {
 		return fmt.Errorf("spoke %d held %d MiB, over its %d MiB bound", e.pid, peak.anon>>20, limit>>20)
+	}
+	return nil
+}
+
+// namedOverMemory: what the attacker's user is told names the app and
+// its memory bound.
+func (e *evidence) namedOverMemory() error {
+	if e.err == nil {
+		return errors.New("the user was told of no failure")
+	}
+	if msg := e.err.Error(); !strings.Contains(msg, e.app) || !strings.Contains(msg, fmt.Sprintf("%s of %d MiB", spoke.ErrOutOfMemory, e.limits.Memory>>20)) {
+		return fmt.Errorf("the user was not told that %s went over its memory bound: %q", e.app, msg)
 	}
 	return nil
 }
