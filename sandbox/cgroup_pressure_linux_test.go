@@ -3,12 +3,15 @@
 package sandbox_test
 
 import (
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/sandbox/sbxtest"
@@ -75,6 +78,9 @@ func TestThreadPressure(t *testing.T) {
 			if tt.namespaces && (!caps.UserNS || !caps.PIDNS) {
 				t.Skipf("no PID namespace here: %s", caps.NSDetail)
 			}
+			if tt.namespaces && !kernelAtLeast(6, 14) {
+				t.Skip("the kernel keeps no pid_max per PID namespace before Linux 6.14")
+			}
 			p := execPolicy(t, py)
 			p.Limits.Tasks, p.Namespaces, p.Cgroup = tt.tasks, tt.namespaces, true
 			cg := sbxtest.RequireCgroup(t, p.Limits.WithDefaults(p.Profile))
@@ -125,6 +131,7 @@ func TestCPUSpinnerShare(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	beside := work()
 	out := <-done
+	alone = min(alone, work())
 	if out.Signal != syscall.SIGKILL && out.Signal != syscall.SIGXCPU {
 		t.Fatalf("want the spinner ended by RLIMIT_CPU, got exit %d signal %v\nstderr: %s", out.ExitCode, out.Signal, tail(out.Stderr))
 	}
@@ -142,19 +149,37 @@ func TestCPUSpinnerShare(t *testing.T) {
 		out.CPU, out.Elapsed, share, percent, cg.Throttled(), alone, beside)
 }
 
-// work is a fixed CPU-bound task of this process; it returns how long it
-// took.
+// work times a fixed CPU-bound task of this process, three times over,
+// and returns the shortest: the machine's other load, which the test does
+// not control, lengthens some.
 func work() time.Duration {
-	start := time.Now()
-	x := uint64(1)
-	for range 300_000_000 {
-		x = x*6364136223846793005 + 1
+	best := time.Duration(1<<63 - 1)
+	for range 3 {
+		start := time.Now()
+		x := uint64(1)
+		for range 100_000_000 {
+			x = x*6364136223846793005 + 1
+		}
+		sink = x
+		best = min(best, time.Since(start))
 	}
-	sink = x
-	return time.Since(start)
+	return best
 }
 
 var sink uint64
+
+// kernelAtLeast reports whether the running kernel is major.minor or later.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
 
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")

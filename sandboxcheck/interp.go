@@ -110,7 +110,7 @@ var scriptTools = map[string]struct {
 	hostile.ManyFiles: {"many_files", []string{"count"}},
 	hostile.Fetch:     {"fetch_url", []string{"url"}},
 	hostile.Stat:      {"stat_file", []string{"path"}},
-	hostile.Fill:      {"fill_disk", []string{"path", "bytes", "count"}},
+	hostile.DiskFill:  {"fill_disk", []string{"path", "bytes", "count"}},
 	hostile.Threads:   {"thread_bomb", []string{"count"}},
 }
 

@@ -78,7 +78,7 @@ func sharedAttacks() []Attack {
 			},
 		},
 		{
-			Name: "disk_fill_bytes", Title: "write 1 GiB in 64 files", Function: hostile.Fill, Open: openDisk,
+			Name: "disk_fill_bytes", Title: "write 1 GiB in 64 files", Function: hostile.DiskFill, Open: openDisk,
 			args: func(*Lab) []arg {
 				return []arg{{"path", fillDir}, {"bytes", strconv.Itoa(fillBytes)}, {"count", strconv.Itoa(fillFiles)}}
 			},
@@ -86,7 +86,7 @@ func sharedAttacks() []Attack {
 			outside: func(e *evidence) error { return diskUsed(filepath.Join(e.scratch, fillDir), e.limits.FileSize) },
 		},
 		{
-			Name: "disk_fill_files", Title: "create 20,000 files", Function: hostile.Fill, Open: openDisk,
+			Name: "disk_fill_files", Title: "create 20,000 files", Function: hostile.DiskFill, Open: openDisk,
 			args: func(*Lab) []arg {
 				return []arg{{"path", filesDir}, {"bytes", "0"}, {"count", strconv.Itoa(manyFiles)}}
 			},

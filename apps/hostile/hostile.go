@@ -86,8 +86,9 @@ const (
 	Hog = "hog"
 	// Threads starts threads until refused, up to Count.
 	Threads = "threads"
-	// Fill writes Count files of Bytes in all under the directory Path.
-	Fill = "fill"
+	// DiskFill writes Count files of Bytes in all under the directory
+	// Path.
+	DiskFill = "diskfill"
 	// Burn asks the hub for Count model completions of Bytes of prompt
 	// each, straight on the ISC channel, until refused.
 	Burn = "burn"
@@ -194,8 +195,8 @@ var functions = []function{
 		func(_ context.Context, _ apps.Env, in input) Result { return hog(in.Bytes) }},
 	{Threads, "Start threads until refused.", []argument{num("count", "How many at most.")},
 		func(_ context.Context, _ apps.Env, in input) Result { return threads(in.Count) }},
-	{Fill, "Fill the disk with files.", []argument{str("path", "Directory to fill."), num("bytes", "How much in all."), num("count", "How many files.")},
-		func(_ context.Context, _ apps.Env, in input) Result { return fill(in.Path, in.Bytes, in.Count) }},
+	{DiskFill, "Fill the disk with files.", []argument{str("path", "Directory to fill."), num("bytes", "How much in all."), num("count", "How many files.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return diskFill(in.Path, in.Bytes, in.Count) }},
 	{Burn, "Spend the user's model budget.", []argument{num("count", "How many completions."), num("bytes", "Prompt bytes each.")},
 		func(_ context.Context, _ apps.Env, in input) Result { return burnTokens(in.Count, in.Bytes) }},
 	{Grind, "Keep the hub busy refusing requests.", []argument{num("seconds", "For how long."), num("bytes", "Prompt bytes each.")},

@@ -50,9 +50,9 @@ func hog(most int64) Result {
 	return Result{Attack: attack, Outcome: Succeeded, Detail: fmt.Sprintf("held %d bytes", held)}
 }
 
-// fill writes count files of size/count bytes each under dir.
-func fill(dir string, size int64, count int) Result {
-	attack := fmt.Sprintf("%s %s %d %d", Fill, dir, size, count)
+// diskFill writes count files of size/count bytes each under dir.
+func diskFill(dir string, size int64, count int) Result {
+	attack := fmt.Sprintf("%s %s %d %d", DiskFill, dir, size, count)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return judge(attack, err, "", unix.EACCES, unix.EPERM, unix.ENOSPC, unix.EDQUOT)
 	}
