@@ -146,34 +146,21 @@ func sandboxLimits(cfg SandboxConfig, app string) sandbox.Limits {
 
 // overrideLimits sets in l every limit that an override, in order, sets.
 func overrideLimits(l sandbox.Limits, overrides ...LimitsConfig) sandbox.Limits {
+	set := func(limit *uint64, override uint64) {
+		if override > 0 {
+			*limit = override
+		}
+	}
 	for _, o := range overrides {
-		if o.CPUSeconds > 0 {
-			l.CPUSeconds = o.CPUSeconds
-		}
-		if o.AddressSpaceBytes > 0 {
-			l.AddressSpace = o.AddressSpaceBytes
-		}
-		if o.FileSizeBytes > 0 {
-			l.FileSize = o.FileSizeBytes
-		}
-		if o.OpenFiles > 0 {
-			l.OpenFiles = o.OpenFiles
-		}
-		if o.MemoryBytes > 0 {
-			l.Memory = o.MemoryBytes
-		}
-		if o.Tasks > 0 {
-			l.Tasks = o.Tasks
-		}
-		if o.CPUWeight > 0 {
-			l.CPUWeight = o.CPUWeight
-		}
-		if o.CPUPercent > 0 {
-			l.CPUPercent = o.CPUPercent
-		}
-		if o.SwapBytes > 0 {
-			l.Swap = o.SwapBytes
-		}
+		set(&l.CPUSeconds, o.CPUSeconds)
+		set(&l.AddressSpace, o.AddressSpaceBytes)
+		set(&l.FileSize, o.FileSizeBytes)
+		set(&l.OpenFiles, o.OpenFiles)
+		set(&l.Memory, o.MemoryBytes)
+		set(&l.Tasks, o.Tasks)
+		set(&l.CPUWeight, o.CPUWeight)
+		set(&l.CPUPercent, o.CPUPercent)
+		set(&l.Swap, o.SwapBytes)
 	}
 	return l
 }
