@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -226,8 +227,20 @@ func findCgroups() (cgroupLayout, error) {
 		l.noCPU = fmt.Sprintf("cannot create %s; only RLIMIT_CPU bounds a spoke's processor time", dir)
 	} else {
 		l.parents[ctlCPU] = dir
+		weighAllSpokes(filepath.Join(dir, "cpu.shares"), 1024, 262144)
 	}
 	return l, nil
+}
+
+// weighAllSpokes gives the parent of the spokes' cgroups, in the cpu
+// hierarchy, the weight of one task per processor (file's default weight
+// unit times NumCPU, at most most): the parent competes with the hub's
+// own threads and the machine's other tasks as one group, and at the
+// default weight all spokes together would get one task's share of a busy
+// machine, where each of their threads had a share before. Best effort:
+// it bounds nothing.
+func weighAllSpokes(file string, unit, most int) {
+	_ = os.WriteFile(file, []byte(strconv.Itoa(min(unit*runtime.NumCPU(), most))), 0)
 }
 
 // findCgroupV2 makes the spokes' parent below dir, the hub's own cgroup,
@@ -255,6 +268,7 @@ func findCgroupV2(dir string) (cgroupLayout, error) {
 	}
 	if slices.Contains(fields, ctlCPU) {
 		l.parents[ctlCPU] = parent
+		weighAllSpokes(filepath.Join(parent, "cpu.weight"), 100, MaxCPUWeight)
 	} else {
 		l.noCPU = fmt.Sprintf("%s does not delegate cpu; only RLIMIT_CPU bounds a spoke's processor time", dir)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,6 +48,15 @@ func TestCgroupLifecycle(t *testing.T) {
 	}
 	if cg.layout.noCPU != "" {
 		t.Logf("no CPU bound here: %s", cg.layout.noCPU)
+	} else {
+		// All spokes together weigh one task per processor.
+		file, want := "cpu.shares", strconv.Itoa(min(1024*runtime.NumCPU(), 262144))
+		if cg.layout.v2 {
+			file, want = "cpu.weight", strconv.Itoa(min(100*runtime.NumCPU(), MaxCPUWeight))
+		}
+		if b, err := os.ReadFile(filepath.Join(cg.layout.parents[ctlCPU], file)); err != nil || strings.TrimSpace(string(b)) != want {
+			t.Errorf("the spokes' parent's %s = %q (%v), want %s", file, b, err, want)
+		}
 	}
 	for _, r := range []string{"memory", "tasks"} {
 		if b := CgroupBound(r); !strings.HasPrefix(b, "cgroup v") {
