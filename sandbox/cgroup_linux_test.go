@@ -167,3 +167,40 @@ func TestStaleCgroupsAreSwept(t *testing.T) {
 		t.Errorf("cgroup %s carries no per-process token", name)
 	}
 }
+
+// TestCgroupWrites: the files and values that bound a spoke's cgroup, in
+// each layout, whether or not this machine has it: v2 with and without a
+// delegated cpu controller, v1 with and without swap accounting and the
+// cpu controller. memsw is lifted before the memory bound is written, as
+// the kernel requires memsw ≥ limit_in_bytes.
+func TestCgroupWrites(t *testing.T) {
+	l := Limits{Memory: 64 << 20, Swap: 8 << 20, Tasks: 32, CPUWeight: 200, CPUPercent: 50}
+	tests := []struct {
+		name   string
+		layout cgroupLayout
+		want   string
+	}{
+		{"v2", cgroupLayout{v2: true},
+			"memory.max=67108864 memory.swap.max=8388608 pids.max=32 cpu.weight=200 cpu.max=50000 100000"},
+		{"v2 without cpu", cgroupLayout{v2: true, noCPU: "not delegated"},
+			"memory.max=67108864 memory.swap.max=8388608 pids.max=32"},
+		{"v1 with memsw and cpu", cgroupLayout{memsw: true},
+			"memory.memsw.limit_in_bytes=-1 memory.limit_in_bytes=67108864 pids.max=32 memory.memsw.limit_in_bytes=75497472 cpu.shares=2048 cpu.cfs_period_us=100000 cpu.cfs_quota_us=50000"},
+		{"v1 without memsw or cpu", cgroupLayout{noCPU: "not mounted"},
+			"memory.limit_in_bytes=67108864 pids.max=32"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, w := range tt.layout.writes(l) {
+				got = append(got, w[0]+"="+w[1])
+			}
+			if strings.Join(got, " ") != tt.want {
+				t.Errorf("writes:\n got %s\nwant %s", strings.Join(got, " "), tt.want)
+			}
+		})
+	}
+	if shares := (cgroupLayout{}).writes(Limits{Memory: 1, Tasks: 1, CPUWeight: 1, CPUPercent: 10}); shares[2] != [2]string{"cpu.shares", "10"} {
+		t.Errorf("weight 1: %v, want cpu.shares 10", shares[2])
+	}
+}
