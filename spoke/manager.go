@@ -493,6 +493,7 @@ func (c *child) discard() {
 		if c.cg != nil {
 			c.cg.Remove()
 		}
+		sandbox.Release(c.cmd)
 	}()
 }
 
@@ -546,6 +547,7 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 	if policy.Cgroup {
 		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
 			closeAll()
+			sandbox.Release(cmd)
 			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 		}
 	}
@@ -554,6 +556,7 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 		if cg != nil {
 			cg.Remove()
 		}
+		sandbox.Release(cmd)
 		return nil, &Failure{App: label, Message: "could not start", Err: err}
 	}
 	c := &child{cmd: cmd, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}

@@ -135,6 +135,8 @@ func (p *process) wait() {
 	if p.cg != nil {
 		p.cg.Remove()
 	}
+	// Its id may go to another spoke only now.
+	sandbox.Release(p.cmd)
 }
 
 // outOfMemory is an ErrOutOfMemory error if the kernel killed a process of
