@@ -223,7 +223,7 @@ func buildView(lp landlockPaths) (string, error) {
 		}
 		cwd = "/"
 	}
-	return fmt.Sprintf("own root: %d read-only and %d read-write paths bound, /dev (%d devices), own /proc; everything else ENOENT; working directory %s",
+	return fmt.Sprintf("a root of its own with %d read-only and %d read-write paths bound, /dev (%d devices) and its own /proc; anything else ENOENT; working directory %s",
 		v.ro, v.rw, len(devices), cwd), nil
 }
 
