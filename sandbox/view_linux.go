@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -164,6 +165,7 @@ func viewPaths(lp landlockPaths) ([]viewPath, error) {
 // working directory stays where it was if that path is in the view, else
 // it becomes /.
 func buildView(lp landlockPaths) (string, error) {
+	start := time.Now()
 	paths, err := viewPaths(lp)
 	if err != nil {
 		return "", err
@@ -223,8 +225,8 @@ func buildView(lp landlockPaths) (string, error) {
 		}
 		cwd = "/"
 	}
-	return fmt.Sprintf("a root of its own with %d read-only and %d read-write paths bound, /dev (%d devices) and its own /proc; anything else ENOENT; working directory %s",
-		v.ro, v.rw, len(devices), cwd), nil
+	return fmt.Sprintf("a root of its own with %d read-only and %d read-write paths bound, /dev (%d devices) and its own /proc; anything else ENOENT; working directory %s; built in %dµs",
+		v.ro, v.rw, len(devices), cwd, time.Since(start).Microseconds()), nil
 }
 
 // view is a view being built, after the pivot: the host is at hostMount.
