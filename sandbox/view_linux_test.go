@@ -61,6 +61,15 @@ func newVictim(t *testing.T) victim {
 	if err := os.WriteFile(v.db, make([]byte, 8192), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if os.Geteuid() == 0 {
+		// Owned as a spoke of A left them before spokes had ids of
+		// their own: by nobody, the uid B's spoke ran as too.
+		for _, path := range []string{v.scratchA, v.secretA} {
+			if err := os.Lchown(path, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	return v
 }
 
