@@ -159,6 +159,15 @@ type SandboxConfig struct {
 	// AllowWeaker is the operator's explicit opt-out: run apps even when the
 	// kernel lacks seccomp or Landlock. Logged loudly.
 	AllowWeaker bool `yaml:"allow_weaker_sandbox"`
+	// SpokeIDs are the host uids and gids a root hub gives its spokes, one
+	// per live spoke; zero keeps sandbox.DefaultIDRange.
+	SpokeIDs IDRangeConfig `yaml:"spoke_ids"`
+}
+
+// IDRangeConfig is a range of host ids: First, First+1, …, First+Count-1.
+type IDRangeConfig struct {
+	First uint32 `yaml:"first"`
+	Count uint32 `yaml:"count"`
 }
 
 // LimitsConfig are a spoke's resource limits; 0 keeps the default.
