@@ -36,6 +36,9 @@ type broker struct {
 	// early takes the step's output when the spoke reports it ahead of its
 	// answer; nil ignores such reports.
 	early func(json.RawMessage)
+	// overBudget is the refusal of a model call over a token budget, if
+	// any: the step fails with it.
+	overBudget *BudgetError
 }
 
 var (
@@ -80,7 +83,19 @@ func (b *broker) Complete(ctx context.Context, req spoke.LLMRequest) (spoke.LLMR
 	} else if m, ok := b.h.opts.Models.Apps[b.app]; ok && m != "" {
 		model = m
 	}
-	resp, err := b.h.llm.Complete(ctx, llm.Request{Model: model, Messages: req.Messages, Tools: req.Tools})
+	lreq := llm.Request{Model: model, Messages: req.Messages, Tools: req.Tools}
+	var resp llm.Response
+	err := b.h.complete(ctx, b.q, b.app, lreq, func(ctx context.Context) error {
+		var err error
+		resp, err = b.h.llm.Complete(ctx, lreq)
+		return err
+	})
+	if be, ok := errOverBudget(err); ok {
+		// The step fails with the hub's words, whatever the spoke makes
+		// of the refusal (see Hub.run).
+		b.overBudget = be
+		return spoke.LLMReply{}, be
+	}
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Str("app", b.label()).Msg("Model call failed")
 		return spoke.LLMReply{}, errors.New(describeLLMError(err, "the model call failed").Message)
@@ -439,7 +454,8 @@ func (b *broker) Data(ctx context.Context, op spoke.DataOp) (spoke.DataReply, er
 	case spoke.DataGet:
 		reply.Body, err = st.GetDoc(ctx, user, app, op.Collection, op.ID)
 	case spoke.DataPut:
-		err = st.PutDoc(ctx, user, app, op.Collection, op.ID, op.Body)
+		bud := b.h.ledger.budgets
+		err = st.PutDocWithin(ctx, store.DocQuota{Bytes: bud.DataBytes, Docs: bud.DataDocs}, user, app, op.Collection, op.ID, op.Body)
 	case spoke.DataDelete:
 		err = st.DeleteDoc(ctx, user, app, op.Collection, op.ID)
 	case spoke.DataList:

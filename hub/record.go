@@ -25,6 +25,8 @@ type Record struct {
 	Notes      []Note   `json:"notes,omitempty"`
 	Error      string   `json:"error,omitempty"`
 	LLMCalls   int      `json:"llm_calls"`
+	// Tokens is what the query's model calls were billed (or estimated).
+	Tokens     int64    `json:"tokens"`
 	DurationMS int64    `json:"duration_ms"`
 }
 
