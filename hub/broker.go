@@ -92,8 +92,10 @@ func (b *broker) Complete(ctx context.Context, req spoke.LLMRequest) (spoke.LLMR
 	})
 	if be, ok := errOverBudget(err); ok {
 		// The step fails with the hub's words, whatever the spoke makes
-		// of the refusal (see Hub.run).
-		b.overBudget = be
+		// of the refusal (see Hub.run): the first refusal's.
+		if b.overBudget == nil {
+			b.overBudget = be
+		}
 		return spoke.LLMReply{}, be
 	}
 	if err != nil {
