@@ -370,7 +370,9 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 	var resp spoke.HTTPResponse
 	var sent []string
 	err := errors.New("network access is not available to apps")
-	if b.h.opts.Egress != nil {
+	if rerr := b.recordAttempt(ctx, b.egressDetail(r)); rerr != nil {
+		err = rerr
+	} else if b.h.opts.Egress != nil {
 		// A spoke's requests come one at a time (spoke.Handler); the
 		// broker shares its capacity fairly between apps.
 		resp, sent, err = b.h.opts.Egress.Do(ctx, b.app, spec.Egress, r)
@@ -395,6 +397,26 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 		b.auditEgress(ctx, "deny", denied)
 	}
 	return resp, err
+}
+
+// errOffTheRecord refuses an app's request whose attempt could not be put
+// on record: the audit log fails closed.
+var errOffTheRecord = errors.New("the request could not be put on record, so it was not sent")
+
+// recordAttempt writes to the audit log, durably, that the app asks to
+// reach the network, before anything of its request may leave: an entry
+// after the fact could not stop a request whose record fails. The
+// outcome follows (auditEgress).
+func (b *broker) recordAttempt(ctx context.Context, detail map[string]any) error {
+	d, _ := json.Marshal(detail)
+	if err := b.h.store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
+		User: b.q.user, SessionID: b.q.session, QueryID: b.q.id, Category: "egress",
+		Subject: b.app, AppVersion: b.h.catalog.hashes[b.app], Decision: "request", Source: "broker", Detail: string(d),
+	}); err != nil {
+		zerolog.Ctx(ctx).Error().Err(err).Str("app", b.app).Msg("Failed to write audit log; refusing the request")
+		return errOffTheRecord
+	}
+	return nil
 }
 
 // egressDetail is what the audit keeps of an app's HTTP request.
@@ -503,12 +525,15 @@ func (b *broker) Tunnel(ctx context.Context, _ spoke.TunnelRequest, conn net.Con
 	var host string
 	var sent bool
 	err := errors.New("network access is not available to apps")
-	if t, ok := b.h.opts.Egress.(EgressTunnel); ok {
+	detail := map[string]any{"method": "TLS", "url": "(unknown)", "via": "tunnel"}
+	if rerr := b.recordAttempt(ctx, maps.Clone(detail)); rerr != nil {
+		err = rerr
+		conn.Close()
+	} else if t, ok := b.h.opts.Egress.(EgressTunnel); ok {
 		host, sent, err = t.Tunnel(ctx, b.app, spec.Egress, conn)
 	} else {
 		conn.Close()
 	}
-	detail := map[string]any{"method": "TLS", "url": "(unknown)", "via": "tunnel"}
 	if host != "" {
 		detail["url"] = redactURL("https://" + host + "/")
 	}
