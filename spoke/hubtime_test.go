@@ -16,12 +16,12 @@ func spin(d time.Duration) {
 
 func TestHubMeter(t *testing.T) {
 	tests := []struct {
-		name      string
-		max       time.Duration
-		work      func(m *hubMeter)
-		wantErr   bool
-		atLeast   time.Duration
-		atMost    time.Duration
+		name    string
+		max     time.Duration
+		work    func(m *hubMeter)
+		wantErr bool
+		atLeast time.Duration
+		atMost  time.Duration
 	}{
 		{"work is charged", 0, func(*hubMeter) { spin(20 * time.Millisecond) }, false, 20 * time.Millisecond, time.Second},
 		{"a wait is not", 0, func(*hubMeter) { time.Sleep(50 * time.Millisecond) }, false, 0, 20 * time.Millisecond},
