@@ -69,13 +69,18 @@ func TestTokenBurnIsRefusedAtTheBudget(t *testing.T) {
 	if reply != nil && reply.Record.Tokens <= 0 {
 		t.Errorf("Record.Tokens = %d, want what was billed", reply.Record.Tokens)
 	}
-	usage, err := sys.Store.DayUsage(context.Background(), alice, store.Day(time.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Usage is written without waiting for durability: it lands soon.
 	var recorded int64
-	for _, u := range usage {
-		recorded += u.Tokens()
+	var usage []store.Usage
+	for deadline := time.Now().Add(5 * time.Second); recorded != bill.tokens.Load() && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var err error
+		if usage, err = sys.Store.DayUsage(context.Background(), alice, store.Day(time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		recorded = 0
+		for _, u := range usage {
+			recorded += u.Tokens()
+		}
 	}
 	if recorded != bill.tokens.Load() {
 		t.Errorf("recorded %d tokens (%+v), the endpoint billed %d", recorded, usage, bill.tokens.Load())
@@ -115,9 +120,13 @@ func TestDailyBudgetsStopTheNextRequest(t *testing.T) {
 			if got := bill.tokens.Load(); got > 130_000 {
 				t.Errorf("billed %d tokens, over the budget of 130000", got)
 			}
-			rep, err := sys.Hub.Usage(context.Background(), alice)
-			if err != nil {
-				t.Fatal(err)
+			// Usage is written without waiting for durability: it lands soon.
+			var rep hub.UsageReport
+			for deadline := time.Now().Add(5 * time.Second); rep.Tokens != bill.tokens.Load() && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				var err error
+				if rep, err = sys.Hub.Usage(context.Background(), alice); err != nil {
+					t.Fatal(err)
+				}
 			}
 			var planner, app int64
 			for _, u := range rep.Apps {

@@ -155,3 +155,41 @@ func TestUpgradeCountsExistingData(t *testing.T) {
 		t.Errorf("DataUsage after the upgrade = %+v, %v; want 6 bytes in 2 documents", got, err)
 	}
 }
+
+// TestSpokeMemoryKeepsWhatCanBeRead: an app appending to its memory in a
+// loop keeps only the entries a reader can see, and other apps' and
+// users' memory is untouched.
+func TestSpokeMemoryKeepsWhatCanBeRead(t *testing.T) {
+	s := storetest.Open(t)
+	ctx := context.Background()
+	if err := s.AppendSpokeMemory(ctx, "@b:x", "notes", "bob's"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendSpokeMemory(ctx, "@a:x", "mail", "mail's"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range store.MaxListLimit + 50 {
+		if err := s.Later().AppendSpokeMemory(ctx, "@a:x", "notes", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendSpokeMemory(ctx, "@a:x", "notes", "last"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.DB().QueryRow(ctx, "SELECT COUNT(*) FROM spoke_memory WHERE user_id='@a:x' AND app='notes'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != store.MaxListLimit {
+		t.Errorf("kept %d entries, want %d", n, store.MaxListLimit)
+	}
+	mem, err := s.SpokeMemory(ctx, "@a:x", "notes", 0)
+	if err != nil || len(mem) != store.MaxListLimit || mem[len(mem)-1].Content != "last" || mem[0].Content != "51" {
+		t.Errorf("SpokeMemory = %d entries from %q to %q, %v; want the newest %d", len(mem), mem[0].Content, mem[len(mem)-1].Content, err, store.MaxListLimit)
+	}
+	for _, k := range [][2]string{{"@b:x", "notes"}, {"@a:x", "mail"}} {
+		if m, _ := s.SpokeMemory(ctx, k[0], k[1], 0); len(m) != 1 {
+			t.Errorf("%s's memory of %s = %d entries, want 1", k[0], k[1], len(m))
+		}
+	}
+}

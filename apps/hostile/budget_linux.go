@@ -102,13 +102,12 @@ func writeFrame(body []byte) error {
 // readReply reads the hub's reply to request id and returns its error
 // text, "" when it answered.
 func readReply(id int) (string, error) {
-	ch := os.NewFile(iscFD, "isc")
 	var hdr [4]byte
-	if _, err := io.ReadFull(ch, hdr[:]); err != nil {
+	if err := readFull(hdr[:]); err != nil {
 		return "", err
 	}
 	buf := make([]byte, binary.BigEndian.Uint32(hdr[:]))
-	if _, err := io.ReadFull(ch, buf); err != nil {
+	if err := readFull(buf); err != nil {
 		return "", err
 	}
 	var f struct {
@@ -123,4 +122,20 @@ func readReply(id int) (string, error) {
 		return "", errors.New("the hub sent something other than the reply")
 	}
 	return f.Error, nil
+}
+
+// readFull fills b from the channel. It reads the descriptor itself: an
+// *os.File for it would close it when collected.
+func readFull(b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Read(iscFD, b)
+		switch {
+		case err != nil:
+			return os.NewSyscallError("read", err)
+		case n == 0:
+			return io.ErrUnexpectedEOF
+		}
+		b = b[n:]
+	}
+	return nil
 }
