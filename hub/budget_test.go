@@ -215,3 +215,19 @@ func TestDataFillStopsAtTheQuota(t *testing.T) {
 		t.Errorf("bob's data = %+v, want his one document", d)
 	}
 }
+
+// TestPlannerOverBudgetIsRefused: with the day's budget spent, the request
+// is refused before its plan, with the budget named; no model call is made.
+func TestPlannerOverBudgetIsRefused(t *testing.T) {
+	var bill billed
+	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{hostile.Name}, Observe: bill.observe,
+		Hub: func(o *hub.Options) { o.Budgets = hub.Budgets{TokensPerUserDay: 10} }})
+	_, err := sys.Hub.Handle(context.Background(), hub.Request{User: alice, Query: burnQuery, Consenter: hub.AllowPlanned{}})
+	var he *hub.Error
+	if !errors.As(err, &he) || !strings.HasPrefix(he.Message, "I did not plan your request: the model budget of 10 tokens a day for you is spent") {
+		t.Errorf("Handle error = %v, want the planner refused for the day's budget", err)
+	}
+	if n := bill.calls.Load(); n != 0 {
+		t.Errorf("%d model calls were made", n)
+	}
+}
