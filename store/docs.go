@@ -93,14 +93,13 @@ func (s *Store) checkQuota(ctx context.Context, q DocQuota, user, app, collectio
 	if q.Bytes <= 0 && q.Docs <= 0 {
 		return nil
 	}
-	var used DataUsage
-	if err := s.db.QueryRow(ctx, `SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(docs), 0)
-		FROM app_data_usage WHERE user_id=$1 AND app=$2`, user, app).Scan(&used.Bytes, &used.Docs); err != nil {
+	used, err := s.dataUsage(ctx, user, app)
+	if err != nil {
 		return err
 	}
 	// A replaced document gives back its bytes and its place.
 	var old int64
-	err := s.db.QueryRow(ctx, `SELECT length(CAST(body AS BLOB)) FROM app_docs
+	err = s.db.QueryRow(ctx, `SELECT length(CAST(body AS BLOB)) FROM app_docs
 		WHERE user_id=$1 AND app=$2 AND collection=$3 AND doc_id=$4`, user, app, collection, id).Scan(&old)
 	replaced := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {

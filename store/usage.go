@@ -96,11 +96,17 @@ func (s *Store) DataUsage(ctx context.Context, user, app string) (DataUsage, err
 	if err := checkUserApp(user, app); err != nil {
 		return DataUsage{}, fmt.Errorf("failed to read data usage: %w", err)
 	}
-	var u DataUsage
-	err := s.db.QueryRow(ctx, `SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(docs), 0)
-		FROM app_data_usage WHERE user_id=$1 AND app=$2`, user, app).Scan(&u.Bytes, &u.Docs)
+	u, err := s.dataUsage(ctx, user, app)
 	if err != nil {
 		return DataUsage{}, fmt.Errorf("failed to read data usage of %s: %w", app, err)
 	}
 	return u, nil
+}
+
+// dataUsage reads the counters the triggers on app_docs keep.
+func (s *Store) dataUsage(ctx context.Context, user, app string) (DataUsage, error) {
+	var u DataUsage
+	err := s.db.QueryRow(ctx, `SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(docs), 0)
+		FROM app_data_usage WHERE user_id=$1 AND app=$2`, user, app).Scan(&u.Bytes, &u.Docs)
+	return u, err
 }
