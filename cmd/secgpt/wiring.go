@@ -271,6 +271,7 @@ func spokeOptions(cfg Config, log zerolog.Logger) spoke.Options {
 		StepTimeout:        cfg.Deadlines.Step,
 		IdleTimeout:        cfg.Spokes.IdleTimeout,
 		MaxFramesPerSecond: cfg.Spokes.MaxFramesPerSecond,
+		MaxHubTime:         cfg.Budgets.HubTimePerStep,
 		Spares:             cfg.Spokes.Spares,
 		SparePolicy: sandbox.Policy{
 			Profile:     sandbox.ProfileStrict,
@@ -312,7 +313,13 @@ func newHub(ctx context.Context, cfg Config, st *store.Store, model hub.LLM, run
 		MaxPromptBytes:      cfg.Budgets.MaxPromptBytes,
 		HistoryEntries:      cfg.Budgets.HistoryEntries,
 		MemoryEntries:       cfg.Budgets.MemoryEntries,
-		Log:                 log.With().Str("component", "hub").Logger(),
+		Budgets: hub.Budgets{
+			TokensPerQuery: cfg.Budgets.TokensPerQuery, TokensPerUserDay: cfg.Budgets.TokensPerUserDay,
+			TokensPerAppDay: cfg.Budgets.TokensPerAppDay,
+			DataBytes:       cfg.Budgets.DataBytesPerApp, DataDocs: cfg.Budgets.DataDocsPerApp,
+		},
+		HubTimePerStep: cfg.Budgets.HubTimePerStep,
+		Log:            log.With().Str("component", "hub").Logger(),
 	})
 }
 
