@@ -42,29 +42,15 @@ func TestUnreachableScratchFailsAtStart(t *testing.T) {
 // users by their ids) stops the binary at start with one line naming the
 // field; a free range runs apps.
 func TestSpokeIDRangeCheckedAtStart(t *testing.T) {
-	// Every uid may pass through (t.TempDir's parent is 0700).
-	dir, err := os.MkdirTemp("", "secgpt-ids-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for _, tt := range []struct {
 		name, ids string
 		bad       bool
 	}{
-		{"meets nobody and the users below it", "  spoke_ids:\n    first: 1000\n    count: 65000\n", true},
-		{"a free range", "  spoke_ids:\n    first: 1950000000\n    count: 100\n", false},
+		{"meets nobody and the users below it", "sandbox:\n  spoke_ids:\n    first: 1000\n    count: 65000\n", true},
+		{"a free range", "sandbox:\n  spoke_ids:\n    first: 1950000000\n    count: 100\n", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := filepath.Join(dir, "config.yaml")
-			text := fmt.Sprintf("llm:\n  provider: simulator\ndatabase: %s\nspokes:\n  scratch_dir: %s\nsandbox:\n  namespaces: true\n%s",
-				filepath.Join(dir, "secgpt.db"), filepath.Join(dir, "scratch"), tt.ids)
-			if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			cfg := testConfig(t, tt.ids)
 			r := runBinary(t, "", "ask", "--config", cfg, "--user", "u", "Use metro_hail from 'A' to 'B'.")
 			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 			refused := r.code == exitConfig && len(lines) == 1 && strings.Contains(lines[0], "sandbox.spoke_ids")
