@@ -253,6 +253,10 @@ func spokeOptions(cfg Config, log zerolog.Logger) spoke.Options {
 	if err != nil {
 		lvl = zerolog.InfoLevel
 	}
+	if cfg.Spokes.MaxSpares == 0 {
+		// None for expected spokes: the manager reads 0 as its default.
+		cfg.Spokes.MaxSpares = -1
+	}
 	return spoke.Options{
 		Policy:             spokePolicy(cfg),
 		Extra:              externalExtra(cfg),
@@ -262,6 +266,7 @@ func spokeOptions(cfg Config, log zerolog.Logger) spoke.Options {
 		IdleTimeout:        cfg.Spokes.IdleTimeout,
 		MaxFramesPerSecond: cfg.Spokes.MaxFramesPerSecond,
 		Spares:             cfg.Spokes.Spares,
+		MaxSpares:          cfg.Spokes.MaxSpares,
 		SparePolicy: sandbox.Policy{
 			Profile:     sandbox.ProfileStrict,
 			Namespaces:  cfg.Sandbox.Namespaces,
