@@ -57,10 +57,11 @@ var ErrPickleKeyChanged = errors.New("the crypto pickle key differs from the one
 
 // botDB is the bot's tables in the shared database. Its writes go through
 // the store's group commit (store.Store.Write): one sync for the writes of
-// many messages, the hub's included. Each write that something follows
-// (the sync position after a message's entry, an app's run after its
-// message is marked working, a reply sent after it is stored) waits for
-// its commit; only what nothing follows is queued (writeLater).
+// many messages, the hub's included. Each waits for its commit: each is
+// followed by something a crash must not find without it (the sync
+// position after a message's entry, an app's run after its message is
+// marked working, a reply sent after it is stored, the next message after
+// a reply's end, which a restart would send again).
 type botDB struct {
 	db *dbutil.Database
 	st *store.Store
@@ -85,12 +86,6 @@ func (d *botDB) write(ctx context.Context, fn func(ctx context.Context) error) e
 		return fn(ctx)
 	}
 	return d.st.Write(ctx, func(ctx context.Context) error { return fn(context.WithValue(ctx, inWrite{}, true)) })
-}
-
-// writeLater queues fn for the store's next group commit and returns at
-// once; the next write that waits commits it first.
-func (d *botDB) writeLater(ctx context.Context, fn func(ctx context.Context) error) error {
-	return d.st.Later().Write(ctx, fn)
 }
 
 // exec runs one statement as a write (see write) and returns the rows it
@@ -271,14 +266,11 @@ func (d *botDB) startSending(ctx context.Context, r reply) error {
 // finishSending moves a sending message to state and erases the reply's
 // text, which may hold what the user later asks to forget.
 func (d *botDB) finishSending(ctx context.Context, evt id.EventID, state string, answer id.EventID) error {
-	// Queued: the reply went out, and a crash that loses this sends it
-	// again under the same transaction ID, which the homeserver takes
-	// once; the next write that waits commits it.
-	err := d.writeLater(ctx, func(ctx context.Context) error {
-		_, err := d.db.Exec(ctx, "UPDATE bot_inbox SET state=$2, answer_event_id=$3, reply_text='', reply_txn='', reply_kind='', reply_done='', updated_at=$4 WHERE event_id=$1",
-			evt, state, answer, now())
-		return err
-	})
+	// Waited for: a crash that lost it would send the reply again, and
+	// the homeserver does not take a transaction ID sent again after a
+	// restart as the same (TestExactlyOnceAcrossSIGKILLInABurst).
+	_, err := d.exec(ctx, "UPDATE bot_inbox SET state=$2, answer_event_id=$3, reply_text='', reply_txn='', reply_kind='', reply_done='', updated_at=$4 WHERE event_id=$1",
+		evt, state, answer, now())
 	if err != nil {
 		return fmt.Errorf("failed to update inbox: %w", err)
 	}
