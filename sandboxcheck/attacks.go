@@ -82,6 +82,9 @@ const (
 	// spoke's resolver with a loopback address, and nothing is resolved
 	// outside (egress goes through the broker, which resolves).
 	byOwnResolver
+	// byBudget: the hub refused a model call over a token budget and
+	// ended the step with that refusal (a *hub.BudgetError).
+	byBudget
 )
 
 var (

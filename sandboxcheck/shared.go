@@ -8,8 +8,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/secgpt/secgpt/apps/hostile"
+	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/spoke"
 )
@@ -23,15 +25,15 @@ import (
 // default, and small enough that a machine without the bound survives the
 // check.
 const (
-	hogBytes     = 3 << 29 // 1.5 GiB of memory
-	threadsMost  = 100_000
-	fillBytes    = 1 << 30 // 1 GiB of disk, in fillFiles files
-	fillFiles    = 64
-	manyFiles    = 20_000
-	burnCalls    = 64
-	burnPrompt   = 500_000 // bytes per completion, under the hub's 512 KiB
-	grindSeconds = 10
-	grindPrompt  = 700 << 10 // over the hub's prompt limit, under its frame limit
+	hogBytes    = 3 << 29 // 1.5 GiB of memory
+	threadsMost = 100_000
+	fillBytes   = 1 << 30 // 1 GiB of disk, in fillFiles files
+	fillFiles   = 64
+	manyFiles   = 20_000
+	burnCalls   = 64
+	burnPrompt  = 500_000 // bytes per completion, under the hub's 512 KiB
+	grindFrames = 100_000
+	grindPrompt = 700 << 10 // over the hub's prompt limit, under its frame limit
 )
 
 // The defences this build lacks (see Attack.Open).
@@ -51,7 +53,6 @@ func sharedAttacks() []Attack {
 	return []Attack{
 		{
 			Name: "cross_user_stat", Title: "stat another user's file (size and times, a covert channel)", Function: hostile.Stat,
-			Open: openView,
 			args: func(l *Lab) []arg { return path(l.victimSecret) }, stop: reported,
 			leak:    func(l *Lab) string { return fmt.Sprintf("size %d bytes", len(l.secret)+1) },
 			outside: func(e *evidence) error { return present(e.lab.victimSecret) },
@@ -94,24 +95,32 @@ func sharedAttacks() []Attack {
 			outside: func(e *evidence) error { return diskUsed(filepath.Join(e.scratch, filesDir), e.limits.FileSize) },
 		},
 		{
-			Name: "hub_time", Title: "keep the hub parsing refused 700 KiB requests for 10 s", Function: hostile.Grind,
-			Open: "the hub's time serving a spoke is not charged to its step",
+			Name: "hub_time", Title: "keep the hub parsing refused 700 KiB model requests", Function: hostile.Grind,
 			args: func(*Lab) []arg {
-				return []arg{{"seconds", strconv.Itoa(grindSeconds)}, {"bytes", strconv.Itoa(grindPrompt)}}
+				return []arg{{"frames", strconv.Itoa(grindFrames)}, {"bytes", strconv.Itoa(grindPrompt)}}
 			},
-			stop: stop{by: byReportOrKill},
+			stop:    killed(spoke.ErrHubTime),
+			outside: func(e *evidence) error { return e.hubTimeBounded() },
+			bound: func(e *evidence) string {
+				return "the hub's time per step (budgets.hub_time_per_step): " + hubTimeSpent(e)
+			},
 			measure: func(e *evidence) string {
 				return fmt.Sprintf("the hub spent %v of processor time on the attempt", e.hubCPU)
 			},
 		},
 		{
 			Name: "token_burn", Title: "ask for 64 completions of 500 KB", Function: hostile.Burn,
-			Open: "no token budget per user, app or day",
 			args: func(*Lab) []arg {
 				return []arg{{"count", strconv.Itoa(burnCalls)}, {"bytes", strconv.Itoa(burnPrompt)}}
 			},
-			stop:    reported,
-			outside: func(e *evidence) error { return e.tokenBudget() },
+			stop: stop{by: byBudget},
+			bound: func(e *evidence) string {
+				var be *hub.BudgetError
+				if !errors.As(e.err, &be) {
+					return "none"
+				}
+				return fmt.Sprintf("%d tokens %s (budgets.tokens_per_query, tokens_per_user_day, tokens_per_app_day); %d billed before it", be.Limit, be.Budget, be.Used)
+			},
 		},
 	}
 }
@@ -209,22 +218,31 @@ func diskUsed(dir string, fileLimit uint64) error {
 	return nil
 }
 
-// tokensBilled finds the completions and tokens in burn's report.
-var tokensBilled = regexp.MustCompile(`after (\d+) completions .* about (\d+)$`)
+// hubTimeSpent is the hub's account of its time on the step, from the
+// spoke's failure: "N of the hub's time in one step, over the bound of M".
+func hubTimeSpent(e *evidence) string {
+	if e.failure == nil {
+		return "no failure"
+	}
+	_, spent, _ := strings.Cut(e.failure.Err.Error(), spoke.ErrHubTime.Error()+": ")
+	return spent
+}
 
-// tokenBudget: the hub refused the completions at a token budget, not
-// only at its per-step count of calls, which every step of every query
-// may spend again.
-func (e *evidence) tokenBudget() error {
-	if e.report == nil {
-		return nil
+// hubTimeBounded: the hub's processor time during the attempt, measured
+// by getrusage, is within a stated factor of the bound it charged: the
+// charge misses nothing large. The factor allows the hub's other work in
+// the same seconds (the victim's requests, the simulated model, logging).
+func (e *evidence) hubTimeBounded() error {
+	const factor, slack = 3, time.Second
+	var bound time.Duration
+	if _, rest, ok := strings.Cut(hubTimeSpent(e), "over the bound of "); ok {
+		bound, _ = time.ParseDuration(rest)
 	}
-	spent, refusal, _ := strings.Cut(e.report.Detail, " tokens): ")
-	if m := tokensBilled.FindStringSubmatch(spent); m != nil {
-		e.measured = fmt.Sprintf("%s completions, about %s tokens billed in one step", m[1], m[2])
+	if bound == 0 {
+		return fmt.Errorf("no bound on the hub's time was named (the hub spent %v)", e.hubCPU)
 	}
-	if !strings.Contains(refusal, "token") {
-		return fmt.Errorf("refused by no token budget (%q): every step of every query may spend as much again", refusal)
+	if e.hubCPU > factor*bound+slack {
+		return fmt.Errorf("the hub spent %v of processor time, over %d × its bound of %v + %v", e.hubCPU, factor, bound, slack)
 	}
 	return nil
 }

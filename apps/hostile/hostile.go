@@ -75,6 +75,17 @@ const (
 	Stall = "stall"
 	// Fetch gets URL through the hub's egress broker.
 	Fetch = "fetch"
+	// Grind writes Frames model requests of Bytes each straight onto the
+	// ISC channel, as fast as the hub takes them, draining the replies: a
+	// prompt over the hub's limit is refused, but only after the hub has
+	// read it.
+	Grind = "grind"
+	// Burn makes Count model calls with a prompt of Bytes each, one after
+	// another, straight on the ISC channel, until one is refused.
+	Burn = "burn"
+	// Fill stores Count documents of Bytes each in the app's own data until
+	// the hub refuses one.
+	Fill = "fill"
 
 	// The attacks on what users share (issue 11):
 
@@ -89,12 +100,6 @@ const (
 	// DiskFill writes Count files of Bytes in all under the directory
 	// Path.
 	DiskFill = "diskfill"
-	// Burn asks the hub for Count model completions of Bytes of prompt
-	// each, straight on the ISC channel, until refused.
-	Burn = "burn"
-	// Grind sends, for Seconds, model requests of Bytes of prompt, over
-	// the hub's prompt limit, which the hub must parse to refuse.
-	Grind = "grind"
 )
 
 // Outcome is what an attempt came to.
@@ -189,6 +194,12 @@ var functions = []function{
 		func(_ context.Context, _ apps.Env, in input) Result { return stall(in.Frames) }},
 	{Fetch, "Get a URL through the egress broker.", []argument{str("url", "URL to get.")},
 		func(ctx context.Context, env apps.Env, in input) Result { return fetch(ctx, env, in.URL) }},
+	{Grind, "Send large model requests to the hub as fast as it reads them.", []argument{num("frames", "How many."), num("bytes", "Size of each.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return grind(in.Frames, in.Bytes) }},
+	{Burn, "Make model calls with large prompts until refused.", []argument{num("count", "How many."), num("bytes", "Prompt size.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return burnTokens(in.Count, in.Bytes) }},
+	{Fill, "Store documents in the app's data until refused.", []argument{num("count", "How many."), num("bytes", "Size of each.")},
+		func(ctx context.Context, env apps.Env, in input) Result { return fill(ctx, env, in.Count, in.Bytes) }},
 	{Stat, "Read a file's size and times without opening it.", []argument{str("path", "File to stat.")},
 		func(_ context.Context, _ apps.Env, in input) Result { return statFile(in.Path) }},
 	{Hog, "Hold as much memory as possible.", []argument{num("bytes", "How much at most.")},
@@ -197,10 +208,6 @@ var functions = []function{
 		func(_ context.Context, _ apps.Env, in input) Result { return threads(in.Count) }},
 	{DiskFill, "Fill the disk with files.", []argument{str("path", "Directory to fill."), num("bytes", "How much in all."), num("count", "How many files.")},
 		func(_ context.Context, _ apps.Env, in input) Result { return diskFill(in.Path, in.Bytes, in.Count) }},
-	{Burn, "Spend the user's model budget.", []argument{num("count", "How many completions."), num("bytes", "Prompt bytes each.")},
-		func(_ context.Context, _ apps.Env, in input) Result { return burnTokens(in.Count, in.Bytes) }},
-	{Grind, "Keep the hub busy refusing requests.", []argument{num("seconds", "For how long."), num("bytes", "Prompt bytes each.")},
-		func(_ context.Context, _ apps.Env, in input) Result { return grind(in.Seconds, in.Bytes) }},
 }
 
 func requestSchema(args []argument) json.RawMessage {
@@ -266,7 +273,6 @@ type input struct {
 	Bytes   int64  `json:"bytes"`
 	Count   int    `json:"count"`
 	Frames  int    `json:"frames"`
-	Seconds int    `json:"seconds"`
 }
 
 // Call makes one attempt and reports it. It returns an error only for a

@@ -7,19 +7,18 @@ import (
 )
 
 // protectionLines is the start-up protection report: one line per
-// protection of the spokes and of the machine's shared resources, each on
-// or off and why. A protection this build does not have reads "off: not
-// built", with what bounds the resource instead: the report never claims
-// what is not there.
+// protection of the spokes (the kernel's, from caps: seccomp, Landlock,
+// namespaces, cgroups, uid separation, mount view) and of the machine's
+// shared resources, each on or off and why. A protection this build does
+// not have reads "off: not built", with what bounds the resource instead:
+// the report never claims what is not there.
 func protectionLines(cfg Config, caps sandbox.Capabilities) []string {
-	lines := caps.Lines()
-	return append(lines,
-		"uid separation: off: not built (every spoke runs as the one unprivileged uid 65534; Landlock keeps a spoke out of other spokes' files, not out of stat)",
-		"mount view: off: not built (a spoke sees the host's file tree; Landlock refuses opening what is outside its scratch, not stat or readlink)",
+	b := cfg.Budgets
+	return append(caps.Lines(),
 		"cgroup limits: "+cgroupLimits(cfg),
 		fmt.Sprintf("disk quotas: off: not built (RLIMIT_FSIZE bounds one file at %d MiB, not the total a spoke writes)", sandboxLimits(cfg.Sandbox, "").FileSize>>20),
-		fmt.Sprintf("budgets: off: not built (no per-user, per-app or per-day token budget; a query may make %d model calls of up to %d KiB of prompt)",
-			cfg.Budgets.MaxLLMCallsPerQuery, cfg.Budgets.MaxPromptBytes>>10),
+		fmt.Sprintf("budgets: on (model tokens: %d per request, %d per user a day, %d per app and user a day; the hub's time: %v per step; each app's data: %d MiB and %d documents per user)",
+			b.TokensPerQuery, b.TokensPerUserDay, b.TokensPerAppDay, b.HubTimePerStep, b.DataBytesPerApp>>20, b.DataDocsPerApp),
 	)
 }
 
