@@ -122,6 +122,7 @@ var leftOut = map[string]map[string]string{
 		hostile.Burn:  "asks for completions on the spoke's channel to the hub, which an MCP server never holds",
 		hostile.Grind: "sends requests on the spoke's channel to the hub, which an MCP server never holds",
 		hostile.Hog:   "made by allocate 4 GiB, which an interpreter allocates at once: it is killed at its memory bound",
+		hostile.Fill:  "stores through the app SDK's data store, which an MCP server has no access to",
 	},
 	scripts.Node: {
 		hostile.Ptrace:  "Node has no ptrace without a native addon",

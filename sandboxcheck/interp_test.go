@@ -28,7 +28,8 @@ func TestInterpreterAttacksAreTheScriptsTools(t *testing.T) {
 				t.Errorf("%d attacks and %d left out, want %d in all", len(attacks), len(skipped), len(Attacks()))
 			}
 			wantSkipped := []string{"send 10,000 frames a second", "send 10,000 requests and never read the replies",
-				"ask for 64 completions of 500 KB", "keep the hub parsing refused 700 KiB model requests", "hold 1.5 GiB of memory"}
+				"ask for 64 completions of 500 KB", "keep the hub parsing refused 700 KiB model requests", "hold 1.5 GiB of memory",
+				"store 640 MiB in its data through the hub"}
 			if in.Script == scripts.Node {
 				wantSkipped = append(wantSkipped, "ptrace the hub", "start 100,000 threads")
 			}

@@ -17,23 +17,25 @@ import (
 )
 
 // The attacks of issue 11 on what the spokes of all users share: the file
-// tree's metadata, memory, tasks, disk, the hub's processor time and the
-// model bill. Each verdict names the bound that stopped it; the harm an
+// tree's metadata, memory, tasks, disk, the hub's processor time, the
+// store and the model bill. Each verdict names the bound that stopped it; the harm an
 // attack does when nothing stops it is measured and shown either way.
 
 // Sizes of the attempts: each larger than any bound a spoke has by
 // default, and small enough that a machine without the bound survives the
 // check.
 const (
-	hogBytes    = 3 << 29 // 1.5 GiB of memory
-	threadsMost = 100_000
-	fillBytes   = 1 << 30 // 1 GiB of disk, in fillFiles files
-	fillFiles   = 64
-	manyFiles   = 20_000
-	burnCalls   = 64
-	burnPrompt  = 500_000 // bytes per completion, under the hub's 512 KiB
-	grindFrames = 100_000
-	grindPrompt = 700 << 10 // over the hub's prompt limit, under its frame limit
+	hogBytes     = 3 << 29 // 1.5 GiB of memory
+	threadsMost  = 100_000
+	fillBytes    = 1 << 30 // 1 GiB of disk, in fillFiles files
+	fillFiles    = 64
+	manyFiles    = 20_000
+	dataDocs     = 10_000
+	dataDocBytes = 64 << 10 // under the store's largest document
+	burnCalls    = 64
+	burnPrompt   = 500_000 // bytes per completion, under the hub's 512 KiB
+	grindFrames  = 100_000
+	grindPrompt  = 700 << 10 // over the hub's prompt limit, under its frame limit
 )
 
 // The defences this build lacks (see Attack.Open).
@@ -107,6 +109,14 @@ func sharedAttacks() []Attack {
 			measure: func(e *evidence) string {
 				return fmt.Sprintf("the hub spent %v of processor time on the attempt", e.hubCPU)
 			},
+		},
+		{
+			Name: "data_fill", Title: "store 640 MiB in its data through the hub", Function: hostile.Fill,
+			args: func(*Lab) []arg {
+				return []arg{{"count", strconv.Itoa(dataDocs)}, {"bytes", strconv.Itoa(dataDocBytes)}}
+			},
+			stop:    reported,
+			outside: func(e *evidence) error { return e.dataQuota() },
 		},
 		{
 			Name: "token_burn", Title: "ask for 64 completions of 500 KB", Function: hostile.Burn,
@@ -214,6 +224,20 @@ func diskUsed(dir string, fileLimit uint64) error {
 	}
 	if bytes > fileLimit || files > 1000 {
 		return fmt.Errorf("the spoke left %d MiB in %d files in its scratch: no quota bounds its total", bytes>>20, files)
+	}
+	return nil
+}
+
+// dataQuota: the hub refused the put at the app's data quota for the
+// user, which its refusal names (store.QuotaError).
+func (e *evidence) dataQuota() error {
+	if e.report == nil {
+		return nil
+	}
+	stored, refusal, _ := strings.Cut(e.report.Detail, ", then: ")
+	e.measured = stored
+	if !strings.Contains(refusal, "over its limit of") {
+		return fmt.Errorf("refused by no data quota: %q", refusal)
 	}
 	return nil
 }
