@@ -46,8 +46,8 @@ const (
 
 // Directories the disk attacks fill in the attacker's scratch.
 const (
-	fillDir  = "fill"
-	filesDir = "files"
+	fillDir  = "bulk"
+	filesDir = "swarm"
 )
 
 // sharedAttacks are the attacks on shared resources.
