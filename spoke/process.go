@@ -40,6 +40,7 @@ type process struct {
 
 	startup    time.Duration   // spawn to ready
 	prestarted bool            // started from a spare
+	unrun      atomic.Bool     // started by Prestart; no step has run on it yet
 	cg         *sandbox.Cgroup // nil where the machine offers none
 
 	busy     chan struct{}

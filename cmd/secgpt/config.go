@@ -139,6 +139,7 @@ type SpokesConfig struct {
 	MaxFramesPerSecond int           `yaml:"max_frames_per_second"`
 	ScratchDir         string        `yaml:"scratch_dir"`
 	Spares             int           `yaml:"spares"`
+	MaxSpares          int           `yaml:"max_spares"`
 }
 
 type BudgetsConfig struct {
@@ -249,7 +250,7 @@ func defaultConfig() Config {
 		Sessions:  SessionsConfig{IdleTimeout: time.Hour},
 		Spokes: SpokesConfig{
 			IdleTimeout: 10 * time.Minute, MaxFrameBytes: 1 << 20, MaxFramesPerSecond: 500,
-			ScratchDir: scratch, Spares: 2,
+			ScratchDir: scratch, Spares: 2, MaxSpares: 64,
 		},
 		Budgets: BudgetsConfig{
 			MaxQueryBytes: 8 << 10, MaxPlanSteps: 16, MaxLLMCallsPerStep: 8, MaxLLMCallsPerQuery: 32,
@@ -407,6 +408,9 @@ func (c *Config) validate() error {
 	}
 	if c.Spokes.Spares < 0 || c.Spokes.Spares > 16 {
 		return bad("spokes.spares", "must be between 0 and 16")
+	}
+	if c.Spokes.MaxSpares < 0 || c.Spokes.MaxSpares > 1024 {
+		return bad("spokes.max_spares", "must be between 0 and 1024")
 	}
 	for _, n := range []struct {
 		field string

@@ -263,6 +263,10 @@ func spokeOptions(cfg Config, log zerolog.Logger) spoke.Options {
 	if err != nil {
 		lvl = zerolog.InfoLevel
 	}
+	if cfg.Spokes.MaxSpares == 0 {
+		// None for expected spokes: the manager reads 0 as its default.
+		cfg.Spokes.MaxSpares = -1
+	}
 	return spoke.Options{
 		Policy:             spokePolicy(cfg),
 		Extra:              externalExtra(cfg),
@@ -273,6 +277,7 @@ func spokeOptions(cfg Config, log zerolog.Logger) spoke.Options {
 		MaxFramesPerSecond: cfg.Spokes.MaxFramesPerSecond,
 		MaxHubTime:         cfg.Budgets.HubTimePerStep,
 		Spares:             cfg.Spokes.Spares,
+		MaxSpares:          cfg.Spokes.MaxSpares,
 		SparePolicy: sandbox.Policy{
 			Profile:     sandbox.ProfileStrict,
 			Namespaces:  cfg.Sandbox.Namespaces,
