@@ -31,9 +31,11 @@ import (
 //     the spoke;
 //  6. the seccomp allowlist of p.Profile, on every thread (TSYNC).
 //
-// First it runs SetUpNamespaces, if the caller did not. Before the limits
-// it drops every capability the process holds (only a ProfileProxy spoke
-// that did not call UpLoopback and DropCapabilities has one). ProfileProxy
+// First it runs SetUpNamespaces, if the caller did not, and bounds the
+// spoke's scratch (mountScratch). Before the limits it drops every
+// capability the process holds (CAP_SYS_ADMIN over its own namespaces for
+// PID 1 of a PID namespace; CAP_NET_ADMIN for a ProfileProxy spoke that
+// did not call UpLoopback and DropCapabilities). ProfileProxy
 // and ProfileExecNet need a network namespace of their own, as seen from
 // inside (loopback is the only interface).
 //
@@ -78,6 +80,12 @@ func Enter(p Policy) (Report, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
+	// While the spoke may still mount (see SetUpNamespaces).
+	diskOn, diskDetail, err := mountScratch(p)
+	if err != nil {
+		return rep, err
+	}
+
 	n := len(os.Environ())
 	os.Clearenv()
 	rep.add("environment", true, fmt.Sprintf("cleared %d variables", n))
@@ -98,8 +106,11 @@ func Enter(p Policy) (Report, error) {
 		}
 	}
 
-	// A ProfileProxy spoke may hold CAP_NET_ADMIN over its own namespace
-	// until UpLoopback; no spoke runs on with a capability.
+	rep.add("disk", diskOn, diskDetail)
+
+	// PID 1 of its own namespaces holds CAP_SYS_ADMIN over them until
+	// here, a ProfileProxy spoke CAP_NET_ADMIN until UpLoopback; no spoke
+	// runs on with a capability.
 	if dropped, err := dropCapabilities(); err != nil {
 		return rep, err
 	} else if dropped {

@@ -35,8 +35,10 @@ var (
 //     threads;
 //   - it bounds the tasks of the namespace to maxTasks where the kernel
 //     keeps a pid_max per namespace (best effort: older kernels have one);
-//   - it drops CAP_SYS_ADMIN, which Prepare gave it for this alone (over
-//     its own namespaces only), from every thread.
+//   - it keeps CAP_SYS_ADMIN, which Prepare gave it over its own
+//     namespaces only, for Enter to mount its scratch (mountScratch) once
+//     the spoke knows its policy; Enter drops it, and every other
+//     capability, from every thread.
 //
 // When PID 1 of a PID namespace exits, the kernel kills every process left
 // in it: nothing a spoke started (an external app's server) outlives it.
@@ -63,9 +65,6 @@ func setUpPIDNamespace() error {
 	// Refused (EINVAL or EPERM) where pid_max is not per namespace; Enter
 	// reports the bound it finds.
 	_ = os.WriteFile("/proc/sys/kernel/pid_max", []byte(strconv.Itoa(maxTasks)), 0)
-	if _, err := clearCapabilities(1 << unix.CAP_SYS_ADMIN); err != nil {
-		return err
-	}
 	return nil
 }
 

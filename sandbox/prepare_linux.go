@@ -119,7 +119,8 @@ func childEnv() []string {
 //
 //   - Env is childEnv (never nil, which would inherit the hub's environment,
 //     which may hold secrets);
-//   - Dir is p.Scratch, or "/" without one;
+//   - Dir is p.Scratch, or "/" without one or for a spoke that mounts its
+//     own (see mountScratch);
 //   - SysProcAttr puts the spoke in its own process group (the hub kills
 //     the group), sends it SIGKILL when the thread that started it dies,
 //     runs it as uid/gid 65534 when the hub is root, and when p.Namespaces
@@ -131,7 +132,8 @@ func childEnv() []string {
 //     network namespace CAP_NET_ADMIN, to bring up its loopback (UpLoopback
 //     drops it), and CAP_NET_BIND_SERVICE, to listen on ports 80, 443 and
 //     53 there (DropCapabilities drops it);
-//   - p.Scratch is created (0700) and, when the hub is root, given to 65534.
+//   - p.Scratch is created (0700) and, when the hub is root, given to
+//     65534, unless the spoke mounts its own (Capabilities.OwnScratch).
 //
 // Prepare fails closed: if Probe finds a protection p needs missing (see
 // Check), it returns a *MissingError and cmd must not be started.
@@ -171,10 +173,10 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 	cmd.SysProcAttr = attr
 	cmd.Env = childEnv()
 	cmd.Dir = "/"
-	if err := prepareScratch(p); err != nil {
+	if err := prepareScratch(caps, p); err != nil {
 		return err
 	}
-	if p.Scratch != "" {
+	if p.Scratch != "" && !caps.OwnScratch(p) {
 		cmd.Dir = p.Scratch
 	}
 	if attr.Credential != nil {
@@ -198,17 +200,26 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 // directory (see Policy.Prestartable), needs it before it is told p. Like
 // Prepare it fails closed: it returns Check's error first.
 func PrepareScratch(p Policy) error {
-	if err := capabilities().Check(p); err != nil {
+	caps := capabilities()
+	if err := caps.Check(p); err != nil {
 		return err
 	}
-	return prepareScratch(p)
+	return prepareScratch(caps, p)
 }
 
 // prepareScratch makes p.Scratch, if any, a directory that only the spoke's
-// uid can use, and checks that the uid can reach it. An existing symlink is
+// uid can use, and checks that the uid can reach it; for a spoke that
+// mounts its own (mountScratch), it checks that the uid can reach the
+// scratch root, over which the spoke mounts it. An existing symlink is
 // refused: Landlock would follow it.
-func prepareScratch(p Policy) error {
+func prepareScratch(caps Capabilities, p Policy) error {
 	if p.Scratch == "" {
+		return nil
+	}
+	if caps.OwnScratch(p) {
+		if uid, gid := childIDs(); uid != os.Geteuid() {
+			return checkReachableBy(filepath.Dir(p.Scratch), uid, gid)
+		}
 		return nil
 	}
 	uid, gid := childIDs()

@@ -189,6 +189,9 @@ func TestRunsAsNobody(t *testing.T) {
 			}
 			p := strictPolicy(t)
 			p.Namespaces = ns
+			// A scratch the hub makes (a spoke's own tmpfs is not on
+			// its disk: TestScratchBounded).
+			p.KeepScratch = true
 			out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "ids"})
 			expect{allowed: true}.check(t, out)
 			if out.Detail != "65534 65534" {
@@ -238,12 +241,12 @@ func TestReportAllOn(t *testing.T) {
 	sbxtest.RequireFull(t)
 	out := sbxtest.Run(t, sbxtest.Child{Policy: strictPolicy(t), Attempt: "ready"})
 	expect{allowed: true}.check(t, out)
-	want := []string{"environment", "file descriptors", "namespaces", "rlimits", "no_new_privs", "landlock", "seccomp"}
+	want := []string{"environment", "file descriptors", "namespaces", "disk", "rlimits", "no_new_privs", "landlock", "seccomp"}
 	if len(out.Report.Protections) != len(want) {
 		t.Fatalf("report %+v, want %v", out.Report, want)
 	}
 	for i, pr := range out.Report.Protections {
-		if pr.Name != want[i] || (!pr.On && pr.Name != "namespaces") {
+		if pr.Name != want[i] || (!pr.On && pr.Name != "namespaces" && pr.Name != "disk") {
 			t.Errorf("protection %d = %+v, want %s on", i, pr, want[i])
 		}
 		t.Logf("%s", pr.Name+": "+pr.Detail)

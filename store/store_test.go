@@ -28,8 +28,8 @@ func TestOpenMigratesEmptyFile(t *testing.T) {
 	if err := s.DB().QueryRow(ctx, "SELECT version, compat FROM "+store.VersionTable).Scan(&version, &compat); err != nil {
 		t.Fatalf("read schema version: %v", err)
 	}
-	if version != 3 || compat != 3 {
-		t.Errorf("schema version = %d (compat %d), want 3 (3)", version, compat)
+	if version != 4 || compat != 4 {
+		t.Errorf("schema version = %d (compat %d), want 4 (4)", version, compat)
 	}
 	for _, table := range []string{"sessions", "grants", "audit_log", "hub_memory", "spoke_memory", "app_docs"} {
 		if ok, err := s.DB().TableExists(ctx, table); err != nil || !ok {
@@ -148,6 +148,7 @@ func TestUpgradeKeepsHubMemoryOfUnknownProvenance(t *testing.T) {
 	for _, q := range []string{
 		"ALTER TABLE hub_memory DROP COLUMN provenance",
 		"DROP TABLE app_discovery",
+		"DROP TABLE scratch",
 		"INSERT INTO hub_memory (user_id, role, content, created_at) VALUES ('@a:x', 'user', 'old question', 1), ('@a:x', 'assistant', 'old answer', 2)",
 		"UPDATE " + store.VersionTable + " SET version=1, compat=1",
 	} {

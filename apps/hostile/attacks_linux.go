@@ -9,25 +9,12 @@ import (
 	"net"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
-
-// otherProcess reports whether path is under /proc/<pid>/ of a process other
-// than this one (the attacks aim at the hub, which is running).
-func otherProcess(path string) bool {
-	rest, ok := strings.CutPrefix(path, "/proc/")
-	if !ok {
-		return false
-	}
-	pid, _, _ := strings.Cut(rest, "/")
-	n, err := strconv.Atoi(pid)
-	return err == nil && n != os.Getpid()
-}
 
 // Each attempt below is written the way a malicious app would write it,
 // except that it stops at the first refusal and reports it.
@@ -36,12 +23,11 @@ func readFile(path string) Result {
 	attack := ReadFile + " " + path
 	f, err := os.Open(path)
 	if err != nil {
-		if otherProcess(path) {
-			// In a PID namespace of its own another process has no
-			// entry: ENOENT is that namespace's refusal.
-			return judge(attack, err, "", unix.EACCES, unix.EPERM, unix.ENOENT)
-		}
-		return judge(attack, err, "", unix.EACCES, unix.EPERM)
+		// The targets exist outside the spoke: ENOENT is the refusal of
+		// a view of its own (another process has no entry in its PID
+		// namespace; the other scratch directories none under the tmpfs
+		// it mounts over the scratch root).
+		return judge(attack, err, "", unix.EACCES, unix.EPERM, unix.ENOENT)
 	}
 	defer f.Close()
 	buf := make([]byte, 64)
@@ -227,6 +213,23 @@ func manyFiles(path string, count int) Result {
 		fds = append(fds, fd)
 	}
 	return Result{Attack: attack, Outcome: Succeeded, Detail: fmt.Sprintf("held %d descriptors at once", len(fds))}
+}
+
+// fillDisk writes files of 1 MiB in dir, up to count, until a write is
+// refused: the space or the inodes of the scratch (ENOSPC, EDQUOT), or the
+// file size limit (EFBIG) bound it.
+func fillDisk(dir string, count int) Result {
+	attack := fmt.Sprintf("%s %s %d", FillDisk, dir, count)
+	chunk := make([]byte, 1<<20)
+	var bytes int64
+	for i := range count {
+		err := os.WriteFile(fmt.Sprintf("%s/fill-%d", dir, i), chunk, 0o600)
+		if err != nil {
+			return judge(attack, fmt.Errorf("after %d bytes in %d files: %w", bytes, i, err), "", unix.ENOSPC, unix.EDQUOT, unix.EFBIG)
+		}
+		bytes += int64(len(chunk))
+	}
+	return Result{Attack: attack, Outcome: Succeeded, Detail: fmt.Sprintf("wrote %d bytes in %d files", bytes, count)}
 }
 
 // iscFD is the spoke's channel to the hub.
