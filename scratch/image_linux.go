@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -74,7 +75,10 @@ func (r *Root) mountImage(id, dir string, q Quota) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("failed to create scratch: %w", err)
 	}
-	loop, err := attachLoop(image)
+	loop, err := boundLoop(image)
+	if err == nil && loop == nil {
+		loop, err = attachLoop(image)
+	}
 	if err != nil {
 		return err
 	}
@@ -137,6 +141,9 @@ type DiskFullError struct {
 	Free, Want, Reserve uint64
 }
 
+// Refusal says why the spoke was refused (spoke.Refusal).
+func (e *DiskFullError) Refusal() string { return e.Error() }
+
 func (e *DiskFullError) Error() string {
 	return fmt.Sprintf("the scratch disk has %d bytes free: a new %d-byte scratch would leave less than its reserve of %d bytes (spokes.disk.reserve_bytes)",
 		e.Free, e.Want, e.Reserve)
@@ -195,13 +202,68 @@ func mountedOn(dir string) bool {
 	return st.Dev != parent.Dev
 }
 
-// unmount detaches what is mounted on dir, if anything.
+// busyWait bounds how long unmounting waits for the processes of a spoke
+// just killed to let go of its scratch.
+const busyWait = 5 * time.Second
+
+// unmount unmounts what is mounted on dir, if anything, once the processes
+// that use it (a spoke just killed) have let go, so that its writes are in
+// the image before another mount of it may read it. A filesystem still
+// busy after busyWait is detached, and an error says so.
 func unmount(dir string) error {
 	if !mountedOn(dir) {
 		return nil
 	}
-	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("failed to unmount scratch %s: %w", dir, err)
+	deadline := time.Now().Add(busyWait)
+	for {
+		err := unix.Unmount(dir, 0)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			if derr := unix.Unmount(dir, unix.MNT_DETACH); derr != nil {
+				return fmt.Errorf("failed to unmount scratch %s: %w", dir, derr)
+			}
+			return fmt.Errorf("scratch %s was still in use, detached: %w", dir, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return nil
+}
+
+// boundLoop opens the loop device that still holds image, if one does: a
+// filesystem of the image unmounted here may live on a little longer in
+// the mount namespace of a spoke just killed. Mounting that device again
+// gives the same filesystem, where a second device would give a second
+// one over the same blocks, which neither would see.
+func boundLoop(image string) (*os.File, error) {
+	held, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return nil, fmt.Errorf("failed to list loop devices: %w", err)
+	}
+	for _, f := range held {
+		if backing(f) != image {
+			continue
+		}
+		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+		loop, err := os.OpenFile(dev, os.O_RDWR, 0)
+		if err != nil {
+			continue
+		}
+		// Held open now, it cannot be cleared; it may have been
+		// cleared (and taken again) in between.
+		if backing(f) == image {
+			return loop, nil
+		}
+		loop.Close()
+	}
+	return nil, nil
+}
+
+// backing is the backing file a loop device's sysfs attribute f names.
+func backing(f string) string {
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

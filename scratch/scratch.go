@@ -140,14 +140,40 @@ func (r *Root) Dir(ctx context.Context, user, app string, keep bool, q Quota) (s
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("failed to create scratch: %w", err)
 	}
-	u, err := Usage(dir)
-	if err != nil {
+	if err := checkQuota(dir, app, q); err != nil {
 		return "", err
 	}
-	if u.Bytes > q.Bytes || u.Files > q.Files {
-		return "", &QuotaError{App: app, Used: u, Quota: q}
-	}
 	return dir, nil
+}
+
+// Check refuses, before a step, a kept scratch of (user, app) over q where
+// its quota is checked, not enforced: what a running spoke wrote since it
+// started counts against its next step. Where an image bounds the
+// scratch it does nothing.
+func (r *Root) Check(ctx context.Context, user, app string, q Quota) error {
+	if r.images {
+		return nil
+	}
+	dir, err := r.Path(ctx, user, app)
+	if err != nil {
+		return err
+	}
+	return checkQuota(dir, app, q)
+}
+
+// checkQuota returns a QuotaError if dir holds more than q; a directory
+// not made yet holds nothing.
+func checkQuota(dir, app string, q Quota) error {
+	u, err := Usage(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if u.Bytes > q.Bytes || u.Files > q.Files {
+		return &QuotaError{App: app, Used: u, Quota: q}
+	}
+	return nil
 }
 
 // Path returns the scratch directory of (user, app) as Dir names it,
@@ -167,6 +193,9 @@ type QuotaError struct {
 	Used  Quota
 	Quota Quota
 }
+
+// Refusal says why the spoke was refused (spoke.Refusal).
+func (e *QuotaError) Refusal() string { return e.Error() }
 
 func (e *QuotaError) Error() string {
 	return fmt.Sprintf("the scratch of %s is over its disk quota: %d bytes in %d files used, limit %d bytes and %d files (spokes.disk)",

@@ -96,15 +96,26 @@ func TestCheckedQuota(t *testing.T) {
 	if _, err := r.Dir(ctx, "@alice:x", "memory", true, q); err != nil {
 		t.Fatalf("under quota: %v", err)
 	}
+	if err := r.Check(ctx, "@alice:x", "memory", q); err != nil {
+		t.Fatalf("Check under quota: %v", err)
+	}
+	// A spoke that runs writes past its quota: its next step is refused,
+	// and so is its next spoke.
 	if err := os.WriteFile(filepath.Join(dir, "big"), make([]byte, 2<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = r.Dir(ctx, "@alice:x", "memory", true, q)
 	var qe *scratch.QuotaError
+	if err := r.Check(ctx, "@alice:x", "memory", q); !errors.As(err, &qe) {
+		t.Errorf("Check over quota: %v, want a QuotaError", err)
+	}
+	_, err = r.Dir(ctx, "@alice:x", "memory", true, q)
 	if !errors.As(err, &qe) || !strings.Contains(err.Error(), "limit 1048576 bytes and 100 files") {
 		t.Fatalf("over quota: %v, want a QuotaError naming the limit", err)
 	}
 	t.Log(err)
+	if err := r.Check(ctx, "@bob:x", "memory", q); err != nil {
+		t.Errorf("Check of a scratch not made yet: %v", err)
+	}
 }
 
 // TestImageBounded is attack (3), disk fill, against an app that keeps its

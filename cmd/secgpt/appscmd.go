@@ -48,6 +48,8 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if root, err = newScratch(cfg, st, nil, zerolog.Nop()); err != nil {
 			return &startupError{err: err}
 		}
+		// After discovery's spokes, which discoverExternal stops.
+		defer root.Close()
 	}
 	declared := cfg.Apps.External
 	specs, failed := discoverExternal(ctx, &cfg, cache, root, zerolog.Nop())

@@ -31,7 +31,7 @@ func TestFullScratchDiskStillServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { removeScratch(t, dir) })
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +42,7 @@ func TestFullScratchDiskStillServes(t *testing.T) {
 	if err := unix.Mount("secgpt-test", root, "tmpfs", 0, "size=24m,nr_inodes=64"); err != nil {
 		t.Skipf("cannot mount a tmpfs to fill: %v", err)
 	}
-	// Lazily, with the images the runs left mounted below it.
-	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	// The images below it go with it (removeScratch).
 
 	script := mcptest.Script(t, mcptest.Dir(t), "words.py")
 	cfg := filepath.Join(dir, "config.yaml")
@@ -105,4 +104,26 @@ func fillDisk(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	t.Logf("scratch disk filled: %d bytes and %d inodes free", st.Bavail*uint64(st.Bsize), st.Ffree)
+}
+
+// removeScratch removes a test's scratch root, detaching first what a
+// secgpt process stopped before it closed its scratch left mounted there
+// (its images), which would otherwise keep their loop devices.
+func removeScratch(t *testing.T, dir string) {
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err == nil {
+		var points []string
+		for line := range strings.Lines(string(info)) {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+				points = append(points, f[4])
+			}
+		}
+		// The deepest first.
+		for i := len(points) - 1; i >= 0; i-- {
+			if err := unix.Unmount(points[i], unix.MNT_DETACH); err != nil {
+				t.Logf("failed to detach %s: %v", points[i], err)
+			}
+		}
+	}
+	os.RemoveAll(dir)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -122,7 +123,8 @@ func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zero
 		specs = append(specs, a.Spec())
 	}
 	specs = append(specs, external...)
-	if s.hub, err = newHub(ctx, cfg, st, s.models.router, s.spokes, s.scratch, specs, egress, log); err != nil {
+	runner := quotaRunner{Manager: spokes, cfg: cfg, root: s.scratch}
+	if s.hub, err = newHub(ctx, cfg, st, s.models.router, runner, s.scratch, specs, egress, log); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -311,6 +313,32 @@ func spokePolicy(cfg Config, root *scratch.Root) spoke.PolicyFunc {
 		}
 		return p, nil
 	}
+}
+
+// quotaRunner runs steps on its Manager, first refusing the step of a
+// spoke whose scratch the hub keeps and is over its quota where that quota
+// is checked, not enforced (scratch.Root.Check): a spoke lives across
+// steps, and what it wrote counts against the next.
+type quotaRunner struct {
+	*spoke.Manager
+	cfg  Config
+	root *scratch.Root
+}
+
+var _ hub.Runner = quotaRunner{}
+
+func (r quotaRunner) Run(ctx context.Context, key spoke.Key, step spoke.Step, h spoke.Handler) (spoke.Result, spoke.Info, error) {
+	if p, err := appPolicy(r.cfg, key); err == nil && (p.KeepScratch || !sandbox.OwnScratch(p)) {
+		l := p.Limits.WithDefaults(p.Profile)
+		user, app := scratchOwner(key)
+		err := r.root.Check(ctx, user, app, scratch.Quota{Bytes: l.DiskBytes, Files: l.DiskFiles})
+		if refusal, ok := errors.AsType[spoke.Refusal](err); ok {
+			return spoke.Result{}, spoke.Info{}, spoke.Refused(key, refusal)
+		} else if err != nil {
+			return spoke.Result{}, spoke.Info{}, err
+		}
+	}
+	return r.Manager.Run(ctx, key, step, h)
 }
 
 // appPolicy is the sandbox of k's spoke but for its scratch directory.
