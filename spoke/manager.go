@@ -92,6 +92,9 @@ type Info struct {
 	// Options.Spares): a process started ahead of need, not yet sandboxed,
 	// that had served no one.
 	Prestarted bool `json:"prestarted,omitempty"`
+	// HubTime is the hub's own time spent serving the step's requests
+	// (see Options.MaxHubTime).
+	HubTime time.Duration `json:"hub_ns,omitempty"`
 }
 
 // Failure is a spoke fault: the spoke was killed or could not run. Message
@@ -157,6 +160,11 @@ type Options struct {
 	StepTimeout time.Duration
 	// IdleTimeout stops a spoke unused for this long; default 10 min.
 	IdleTimeout time.Duration
+	// MaxHubTime bounds the hub's own time serving one step of a spoke
+	// (decoding, answering, refusing its requests; not the waits for the
+	// model, the user or the network): a spoke over it is killed and named
+	// (ErrHubTime). Default 2 s; negative is no bound.
+	MaxHubTime time.Duration
 	// MaxFramesPerSecond kills a spoke that sends more, averaged over a
 	// one-second window; default 500.
 	MaxFramesPerSecond int
@@ -177,6 +185,13 @@ type Options struct {
 	// starts from a spare when one is there: it is told its arguments on
 	// fd 4, then confines itself and reads its first frame like any spoke.
 	Spares int
+	// MaxSpares bounds the spares, Spares and those started for the
+	// spokes expected (see Expect); 0 takes 64, and below Spares (a
+	// negative value) it is Spares: none is started for expected spokes.
+	MaxSpares int
+	// SpareIdle is how long an expected spoke is waited for before its
+	// spare, unused, is stopped; default 30 s.
+	SpareIdle time.Duration
 	// SparePolicy is the policy the spares are prepared under (see
 	// sandbox.Policy.Prestartable).
 	SparePolicy sandbox.Policy
@@ -196,7 +211,8 @@ type Manager struct {
 	stopReaper chan struct{}
 	reaperDone chan struct{}
 
-	spares     chan *child   // started ahead of need; cap Options.Spares
+	spares     chan *child // started ahead of need; cap Options.MaxSpares
+	spare      spareState
 	refill     chan struct{} // asks keepSpares for more
 	stopSpares chan struct{}
 	sparesDone chan struct{}
@@ -222,8 +238,19 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 10 * time.Minute
 	}
+	if opts.MaxHubTime == 0 {
+		opts.MaxHubTime = 2 * time.Second
+	}
 	if opts.MaxFramesPerSecond <= 0 {
 		opts.MaxFramesPerSecond = 500
+	}
+	opts.Spares = max(opts.Spares, 0)
+	if opts.MaxSpares == 0 {
+		opts.MaxSpares = 64
+	}
+	opts.MaxSpares = max(opts.MaxSpares, opts.Spares)
+	if opts.SpareIdle <= 0 {
+		opts.SpareIdle = 30 * time.Second
 	}
 	if opts.LogLevel == zerolog.NoLevel {
 		opts.LogLevel = zerolog.InfoLevel
@@ -234,7 +261,8 @@ func NewManager(opts Options) (*Manager, error) {
 		starting:   map[Key]chan struct{}{},
 		stopReaper: make(chan struct{}),
 		reaperDone: make(chan struct{}),
-		spares:     make(chan *child, max(opts.Spares, 0)),
+		spares:     make(chan *child, opts.MaxSpares),
+		spare:      spareState{expected: map[Key]time.Time{}},
 		refill:     make(chan struct{}, 1),
 		stopSpares: make(chan struct{}),
 		sparesDone: make(chan struct{}),
@@ -248,10 +276,12 @@ func NewManager(opts Options) (*Manager, error) {
 // one spoke run one at a time. On a fault the spoke is killed and the error
 // is a *Failure; a later Run starts a fresh process.
 func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Result, Info, error) {
-	p, cold, err := m.get(ctx, key)
+	p, cold, err := m.get(ctx, key, false)
 	if err != nil {
 		return Result{}, Info{}, err
 	}
+	// A spoke started ahead of its step (Prestart) is cold to its first.
+	cold = p.unrun.CompareAndSwap(true, false) || cold
 	select {
 	case p.busy <- struct{}{}:
 	case <-ctx.Done():
@@ -264,7 +294,7 @@ func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Resul
 	if cold {
 		info.Startup, info.Prestarted = p.startup, p.prestarted
 	}
-	res, err := p.runStep(ctx, step, h)
+	res, err := p.runStep(ctx, step, h, &info.HubTime)
 	p.touch()
 	if err != nil {
 		return Result{}, info, err
@@ -335,8 +365,9 @@ func (m *Manager) notStarted(ctx context.Context, k Key, stopped bool) error {
 }
 
 // get returns the live process for key, starting one if none runs. Only one
-// start per key is in flight at a time.
-func (m *Manager) get(ctx context.Context, key Key) (*process, bool, error) {
+// start per key is in flight at a time. A process started for prestart
+// (see Prestart) is marked unrun.
+func (m *Manager) get(ctx context.Context, key Key, prestart bool) (*process, bool, error) {
 	for {
 		m.mu.Lock()
 		if m.closed {
@@ -374,6 +405,7 @@ func (m *Manager) get(ctx context.Context, key Key) (*process, bool, error) {
 				p.kill(ErrClosed)
 				return nil, false, ErrClosed
 			}
+			p.unrun.Store(prestart)
 			m.procs[key] = p
 		}
 		m.mu.Unlock()
@@ -423,6 +455,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	if err != nil {
 		return nil, m.failure(key, "has no usable sandbox policy", err)
 	}
+	m.started(key)
 	spawned := time.Now()
 	args := []string{"--app", key.App, "--policy", encoded,
 		"--max-frame", strconv.Itoa(m.opts.MaxFrame), "--log-level", m.opts.LogLevel.String()}
@@ -509,6 +542,7 @@ func (c *child) discard() {
 		if c.cg != nil {
 			c.cg.Remove()
 		}
+		sandbox.Release(c.cmd)
 	}()
 }
 
@@ -562,6 +596,7 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 	if policy.Cgroup {
 		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
 			closeAll()
+			sandbox.Release(cmd)
 			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 		}
 	}
@@ -570,6 +605,7 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 		if cg != nil {
 			cg.Remove()
 		}
+		sandbox.Release(cmd)
 		return nil, &Failure{App: label, Message: "could not start", Err: err}
 	}
 	c := &child{cmd: cmd, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}
@@ -598,6 +634,7 @@ func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Tim
 		busy:       make(chan struct{}, 1),
 		maxRate:    m.opts.MaxFramesPerSecond,
 		stepTime:   m.opts.StepTimeout,
+		maxHubTime: m.opts.MaxHubTime,
 		lastUsed:   time.Now(),
 		prestarted: prestarted,
 		cg:         c.cg,

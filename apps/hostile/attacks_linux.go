@@ -9,12 +9,25 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// otherProcess reports whether path is under /proc/<pid>/ of a process other
+// than this one (the attacks aim at the hub, which is running).
+func otherProcess(path string) bool {
+	rest, ok := strings.CutPrefix(path, "/proc/")
+	if !ok {
+		return false
+	}
+	pid, _, _ := strings.Cut(rest, "/")
+	n, err := strconv.Atoi(pid)
+	return err == nil && n != os.Getpid()
+}
 
 // Each attempt below is written the way a malicious app would write it,
 // except that it stops at the first refusal and reports it.
@@ -23,11 +36,12 @@ func readFile(path string) Result {
 	attack := ReadFile + " " + path
 	f, err := os.Open(path)
 	if err != nil {
-		// The targets exist outside the spoke: ENOENT is the refusal of
-		// a view of its own (another process has no entry in its PID
-		// namespace; the other scratch directories none under the tmpfs
-		// it mounts over the scratch root).
-		return judge(attack, err, "", unix.EACCES, unix.EPERM, unix.ENOENT)
+		if otherProcess(path) {
+			// In a PID namespace of its own another process has no
+			// entry: ENOENT is that namespace's refusal.
+			return judge(attack, err, "", unix.EACCES, unix.EPERM, unix.ENOENT)
+		}
+		return judge(attack, err, "", unix.EACCES, unix.EPERM)
 	}
 	defer f.Close()
 	buf := make([]byte, 64)

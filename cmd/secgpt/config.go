@@ -139,6 +139,7 @@ type SpokesConfig struct {
 	MaxFramesPerSecond int           `yaml:"max_frames_per_second"`
 	ScratchDir         string        `yaml:"scratch_dir"`
 	Spares             int           `yaml:"spares"`
+	MaxSpares          int           `yaml:"max_spares"`
 	Disk               DiskConfig    `yaml:"disk"`
 }
 
@@ -164,6 +165,17 @@ type BudgetsConfig struct {
 	MaxPromptBytes      int `yaml:"max_prompt_bytes"`
 	HistoryEntries      int `yaml:"history_entries"`
 	MemoryEntries       int `yaml:"memory_entries"`
+
+	// Model tokens per request, per user per UTC day, and per app per user
+	// per UTC day (see hub.Budgets).
+	TokensPerQuery   int64 `yaml:"tokens_per_query"`
+	TokensPerUserDay int64 `yaml:"tokens_per_user_day"`
+	TokensPerAppDay  int64 `yaml:"tokens_per_app_day"`
+	// The hub's own time serving one step of a spoke.
+	HubTimePerStep time.Duration `yaml:"hub_time_per_step"`
+	// What each app may store for each user.
+	DataBytesPerApp int64 `yaml:"data_bytes_per_app"`
+	DataDocsPerApp  int64 `yaml:"data_docs_per_app"`
 }
 
 type SandboxConfig struct {
@@ -174,6 +186,15 @@ type SandboxConfig struct {
 	// AllowWeaker is the operator's explicit opt-out: run apps even when the
 	// kernel lacks seccomp or Landlock. Logged loudly.
 	AllowWeaker bool `yaml:"allow_weaker_sandbox"`
+	// SpokeIDs are the host uids and gids a root hub gives its spokes, one
+	// per live spoke; zero keeps sandbox.DefaultIDRange.
+	SpokeIDs IDRangeConfig `yaml:"spoke_ids"`
+}
+
+// IDRangeConfig is a range of host ids: First, First+1, …, First+Count-1.
+type IDRangeConfig struct {
+	First uint32 `yaml:"first"`
+	Count uint32 `yaml:"count"`
 }
 
 // LimitsConfig are a spoke's resource limits; 0 keeps the default.
@@ -249,12 +270,14 @@ func defaultConfig() Config {
 		Sessions:  SessionsConfig{IdleTimeout: time.Hour},
 		Spokes: SpokesConfig{
 			IdleTimeout: 10 * time.Minute, MaxFrameBytes: 1 << 20, MaxFramesPerSecond: 500,
-			ScratchDir: scratch, Spares: 2,
+			ScratchDir: scratch, Spares: 2, MaxSpares: 64,
 			Disk: DiskConfig{MaxIdle: 30 * 24 * time.Hour, ReserveBytes: 1 << 30},
 		},
 		Budgets: BudgetsConfig{
 			MaxQueryBytes: 8 << 10, MaxPlanSteps: 16, MaxLLMCallsPerStep: 8, MaxLLMCallsPerQuery: 32,
 			MaxPromptBytes: 512 << 10, HistoryEntries: 20, MemoryEntries: 20,
+			TokensPerQuery: 250_000, TokensPerUserDay: 2_000_000, TokensPerAppDay: 1_000_000,
+			HubTimePerStep: 2 * time.Second, DataBytesPerApp: 16 << 20, DataDocsPerApp: 10_000,
 		},
 		// New namespaces where the kernel allows them, as the example
 		// config says: the strongest confinement is the default.
@@ -407,6 +430,9 @@ func (c *Config) validate() error {
 	if c.Spokes.Spares < 0 || c.Spokes.Spares > 16 {
 		return bad("spokes.spares", "must be between 0 and 16")
 	}
+	if c.Spokes.MaxSpares < 0 || c.Spokes.MaxSpares > 1024 {
+		return bad("spokes.max_spares", "must be between 0 and 1024")
+	}
 	if c.Spokes.Disk.MaxIdle < 0 {
 		return bad("spokes.disk.max_idle", "must be 0 (keep scratch) or positive")
 	}
@@ -421,6 +447,18 @@ func (c *Config) validate() error {
 		{"budgets.max_llm_calls_per_step", c.Budgets.MaxLLMCallsPerStep}, {"budgets.max_llm_calls_per_query", c.Budgets.MaxLLMCallsPerQuery},
 		{"budgets.max_prompt_bytes", c.Budgets.MaxPromptBytes}, {"budgets.history_entries", c.Budgets.HistoryEntries},
 		{"budgets.memory_entries", c.Budgets.MemoryEntries},
+	} {
+		if n.v <= 0 {
+			return bad(n.field, "must be positive")
+		}
+	}
+	for _, n := range []struct {
+		field string
+		v     int64
+	}{
+		{"budgets.tokens_per_query", c.Budgets.TokensPerQuery}, {"budgets.tokens_per_user_day", c.Budgets.TokensPerUserDay},
+		{"budgets.tokens_per_app_day", c.Budgets.TokensPerAppDay}, {"budgets.hub_time_per_step", int64(c.Budgets.HubTimePerStep)},
+		{"budgets.data_bytes_per_app", c.Budgets.DataBytesPerApp}, {"budgets.data_docs_per_app", c.Budgets.DataDocsPerApp},
 	} {
 		if n.v <= 0 {
 			return bad(n.field, "must be positive")

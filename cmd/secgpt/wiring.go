@@ -201,6 +201,12 @@ func overrideLimits(l sandbox.Limits, overrides ...LimitsConfig) sandbox.Limits 
 // it) and the uid spokes run as can pass through every directory down to
 // it. Otherwise every approved request would fail later, one by one.
 func checkScratch(cfg Config) error {
+	// The spokes' ids first: the scratch must be reachable by them.
+	if r := cfg.Sandbox.SpokeIDs; r != (IDRangeConfig{}) {
+		if err := sandbox.SetIDRange(sandbox.IDRange{First: r.First, Count: r.Count}); err != nil {
+			return &configError{err: fmt.Errorf("config: sandbox.spoke_ids: %w", err)}
+		}
+	}
 	root := cfg.Spokes.ScratchDir
 	bad := func(format string, args ...any) error {
 		return &configError{err: fmt.Errorf("config: spokes.scratch_dir: %s", fmt.Sprintf(format, args...))}
@@ -227,6 +233,10 @@ func checkSandbox(cfg Config, stderr io.Writer, log zerolog.Logger) error {
 	}
 	fmt.Fprintln(stderr, "sandbox:", scratch.Report(caps.OwnScratch(sandbox.Policy{Profile: sandbox.ProfileStrict, Namespaces: cfg.Sandbox.Namespaces})))
 	err := caps.Check(sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandboxLimits(cfg.Sandbox, ""), Namespaces: cfg.Sandbox.Namespaces})
+	if err == nil && os.Geteuid() == 0 && !caps.UIDs {
+		// A root hub's spokes each run as an id of their own.
+		err = fmt.Errorf("uid separation: %s", caps.UIDsDetail)
+	}
 	if err == nil {
 		return nil
 	}
@@ -373,6 +383,10 @@ func spokeOptions(cfg Config, root *scratch.Root, log zerolog.Logger) spoke.Opti
 	if err != nil {
 		lvl = zerolog.InfoLevel
 	}
+	if cfg.Spokes.MaxSpares == 0 {
+		// None for expected spokes: the manager reads 0 as its default.
+		cfg.Spokes.MaxSpares = -1
+	}
 	return spoke.Options{
 		Policy:             spokePolicy(cfg, root),
 		Extra:              externalExtra(cfg),
@@ -381,7 +395,9 @@ func spokeOptions(cfg Config, root *scratch.Root, log zerolog.Logger) spoke.Opti
 		StepTimeout:        cfg.Deadlines.Step,
 		IdleTimeout:        cfg.Spokes.IdleTimeout,
 		MaxFramesPerSecond: cfg.Spokes.MaxFramesPerSecond,
+		MaxHubTime:         cfg.Budgets.HubTimePerStep,
 		Spares:             cfg.Spokes.Spares,
+		MaxSpares:          cfg.Spokes.MaxSpares,
 		SparePolicy: sandbox.Policy{
 			Profile:     sandbox.ProfileStrict,
 			Namespaces:  cfg.Sandbox.Namespaces,
@@ -422,7 +438,13 @@ func newHub(ctx context.Context, cfg Config, st *store.Store, model hub.LLM, run
 		MaxPromptBytes:      cfg.Budgets.MaxPromptBytes,
 		HistoryEntries:      cfg.Budgets.HistoryEntries,
 		MemoryEntries:       cfg.Budgets.MemoryEntries,
-		Log:                 log.With().Str("component", "hub").Logger(),
+		Budgets: hub.Budgets{
+			TokensPerQuery: cfg.Budgets.TokensPerQuery, TokensPerUserDay: cfg.Budgets.TokensPerUserDay,
+			TokensPerAppDay: cfg.Budgets.TokensPerAppDay,
+			DataBytes:       cfg.Budgets.DataBytesPerApp, DataDocs: cfg.Budgets.DataDocsPerApp,
+		},
+		HubTimePerStep: cfg.Budgets.HubTimePerStep,
+		Log:            log.With().Str("component", "hub").Logger(),
 	})
 }
 
