@@ -97,6 +97,13 @@ type Runner interface {
 
 var _ Runner = (*spoke.Manager)(nil)
 
+// Scratch holds the spokes' scratch directories on the hub's disk.
+type Scratch interface {
+	// Forget removes every scratch directory of the user, whose spokes
+	// have stopped.
+	Forget(ctx context.Context, user string) error
+}
+
 // Egress performs one HTTP exchange for an app, only to the registrable
 // domains it declared, and refuses anything else with an error that says
 // why. Implementations fail closed; they are safe for concurrent use.
@@ -130,6 +137,9 @@ type Options struct {
 	Store  *store.Store
 	LLM    LLM
 	Runner Runner
+	// Scratch holds the spokes' scratch directories; nil when the
+	// runner's spokes have none that outlives them.
+	Scratch Scratch
 	// Apps are the installed apps' specs.
 	Apps   []apps.Spec
 	Models Models
@@ -467,14 +477,20 @@ func (h *Hub) Reset(ctx context.Context, user string) error {
 	return nil
 }
 
-// Forget erases the user's hub memory and every app's memory of the user.
-// The user's spokes, which hold app memory, stop; queries still running are
-// cancelled and can write nothing back.
+// Forget erases the user's hub memory and every app's memory of the user,
+// its scratch directories included. The user's spokes, which hold app
+// memory, stop; queries still running are cancelled and can write nothing
+// back.
 func (h *Hub) Forget(ctx context.Context, user string) error {
 	st := h.userState(user)
 	st.lock()
 	defer st.mu.Unlock()
 	h.endEpoch(st, user)
+	if h.opts.Scratch != nil {
+		if err := h.opts.Scratch.Forget(ctx, user); err != nil {
+			return fmt.Errorf("failed to forget user: %w", err)
+		}
+	}
 	if err := h.store.ForgetUser(ctx, user); err != nil {
 		return fmt.Errorf("failed to forget user: %w", err)
 	}

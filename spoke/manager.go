@@ -127,8 +127,22 @@ var (
 	ErrClosed = errors.New("spoke manager closed")
 )
 
-// PolicyFunc returns the sandbox policy for a spoke.
+// PolicyFunc returns the sandbox policy for a spoke. An error that is a
+// Refusal says why in words fit for the user.
 type PolicyFunc func(k Key) (sandbox.Policy, error)
+
+// Refusal is an error that refuses a spoke for a reason fit for the user,
+// such as its scratch being over its disk quota: a Failure for it carries
+// the reason.
+type Refusal interface {
+	error
+	Refusal() string
+}
+
+// Refused is the Failure of a spoke of k refused for r.
+func Refused(k Key, r Refusal) *Failure {
+	return &Failure{App: k.appLabel(), Message: "was refused: " + r.Refusal(), Err: r}
+}
 
 // Options configure a Manager. Zero values take the defaults noted.
 type Options struct {
@@ -429,7 +443,9 @@ func (m *Manager) reap() {
 // for its ready frame.
 func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	policy, err := m.opts.Policy(key)
-	if err != nil {
+	if r, ok := errors.AsType[Refusal](err); ok {
+		return nil, Refused(key, r)
+	} else if err != nil {
 		return nil, m.failure(key, "has no usable sandbox policy", err)
 	}
 	// With a cgroup per spoke, memory is bounded there and an exec-profile
