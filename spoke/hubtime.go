@@ -22,12 +22,22 @@ import (
 // user, another app, the network) cost no CPU and are not charged, the
 // encoding of a model request and of a reply are. A call of another app
 // is served in the same goroutine, so its serving counts for its caller's
-// step too. The reader's decoding is timed on the wall clock from when a
-// frame's bytes have all arrived (decodeTimed).
+// step too. The reader's decoding of a frame, once its bytes have all
+// arrived, is timed the same way (decodeTimed).
 
 // ErrHubTime: the spoke kept the hub busy beyond Options.MaxHubTime in one
 // step and was killed.
 var ErrHubTime = errors.New("over its bound on the hub's time")
+
+// cpuOf runs f, which must not block, on one thread and returns the CPU
+// time it took there.
+func cpuOf(f func()) time.Duration {
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	start := threadCPU()
+	f()
+	return threadCPU() - start
+}
 
 // hubMeter accumulates the hub's time on one step and enforces its bound.
 type hubMeter struct {
