@@ -337,7 +337,7 @@ func newTestBot(t *testing.T, opts Options) *testBot {
 	}}
 	opts.Homeserver, opts.UserID, opts.Password = hs.srv.URL, testBotID, "unused"
 	opts.Allow = []string{"@*:x"}
-	opts.DB, opts.Hub, opts.Log = st.DB(), fh, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	opts.Store, opts.Hub, opts.Log = st, fh, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	b, err := New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

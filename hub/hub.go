@@ -537,11 +537,13 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 	q.session = sess
 	start := time.Now()
 
+	named := h.catalog.namedApps(text)
+	// Spares for its spokes start while the planner's model runs.
+	h.expect(q, sortedKeys(named))
 	history, err := h.store.HubMemory(ctx, q.user, h.opts.HistoryEntries)
 	if err != nil {
 		return nil, userError(err, "I could not read your conversation history")
 	}
-	named := h.catalog.namedApps(text)
 	plan, invalid, err := h.plan(ctx, q, history, named)
 	if err != nil {
 		q.record.Error = err.Error()

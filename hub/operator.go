@@ -83,7 +83,9 @@ func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.
 		runs[i] = newStepRun(s)
 		byID[s.ID] = runs[i]
 	}
+	h.expect(q, spokesOf(runs))
 	h.askPlan(ctx, q, runs)
+	h.prestart(ctx, q, runs)
 
 	var wg sync.WaitGroup
 	for _, r := range runs {

@@ -172,6 +172,13 @@ type Options struct {
 	// starts from a spare when one is there: it is told its arguments on
 	// fd 4, then confines itself and reads its first frame like any spoke.
 	Spares int
+	// MaxSpares bounds the spares, Spares and those started for the
+	// spokes expected (see Expect); 0 takes 64, and below Spares (a
+	// negative value) it is Spares: none is started for expected spokes.
+	MaxSpares int
+	// SpareIdle is how long an expected spoke is waited for before its
+	// spare, unused, is stopped; default 30 s.
+	SpareIdle time.Duration
 	// SparePolicy is the policy the spares are prepared under (see
 	// sandbox.Policy.Prestartable).
 	SparePolicy sandbox.Policy
@@ -191,7 +198,8 @@ type Manager struct {
 	stopReaper chan struct{}
 	reaperDone chan struct{}
 
-	spares     chan *child   // started ahead of need; cap Options.Spares
+	spares     chan *child // started ahead of need; cap Options.MaxSpares
+	spare      spareState
 	refill     chan struct{} // asks keepSpares for more
 	stopSpares chan struct{}
 	sparesDone chan struct{}
@@ -223,6 +231,14 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.MaxFramesPerSecond <= 0 {
 		opts.MaxFramesPerSecond = 500
 	}
+	opts.Spares = max(opts.Spares, 0)
+	if opts.MaxSpares == 0 {
+		opts.MaxSpares = 64
+	}
+	opts.MaxSpares = max(opts.MaxSpares, opts.Spares)
+	if opts.SpareIdle <= 0 {
+		opts.SpareIdle = 30 * time.Second
+	}
 	if opts.LogLevel == zerolog.NoLevel {
 		opts.LogLevel = zerolog.InfoLevel
 	}
@@ -232,7 +248,8 @@ func NewManager(opts Options) (*Manager, error) {
 		starting:   map[Key]chan struct{}{},
 		stopReaper: make(chan struct{}),
 		reaperDone: make(chan struct{}),
-		spares:     make(chan *child, max(opts.Spares, 0)),
+		spares:     make(chan *child, opts.MaxSpares),
+		spare:      spareState{expected: map[Key]time.Time{}},
 		refill:     make(chan struct{}, 1),
 		stopSpares: make(chan struct{}),
 		sparesDone: make(chan struct{}),
@@ -246,10 +263,12 @@ func NewManager(opts Options) (*Manager, error) {
 // one spoke run one at a time. On a fault the spoke is killed and the error
 // is a *Failure; a later Run starts a fresh process.
 func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Result, Info, error) {
-	p, cold, err := m.get(ctx, key)
+	p, cold, err := m.get(ctx, key, false)
 	if err != nil {
 		return Result{}, Info{}, err
 	}
+	// A spoke started ahead of its step (Prestart) is cold to its first.
+	cold = p.unrun.CompareAndSwap(true, false) || cold
 	select {
 	case p.busy <- struct{}{}:
 	case <-ctx.Done():
@@ -333,8 +352,9 @@ func (m *Manager) notStarted(ctx context.Context, k Key, stopped bool) error {
 }
 
 // get returns the live process for key, starting one if none runs. Only one
-// start per key is in flight at a time.
-func (m *Manager) get(ctx context.Context, key Key) (*process, bool, error) {
+// start per key is in flight at a time. A process started for prestart
+// (see Prestart) is marked unrun.
+func (m *Manager) get(ctx context.Context, key Key, prestart bool) (*process, bool, error) {
 	for {
 		m.mu.Lock()
 		if m.closed {
@@ -372,6 +392,7 @@ func (m *Manager) get(ctx context.Context, key Key) (*process, bool, error) {
 				p.kill(ErrClosed)
 				return nil, false, ErrClosed
 			}
+			p.unrun.Store(prestart)
 			m.procs[key] = p
 		}
 		m.mu.Unlock()
@@ -419,6 +440,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	if err != nil {
 		return nil, m.failure(key, "has no usable sandbox policy", err)
 	}
+	m.started(key)
 	spawned := time.Now()
 	args := []string{"--app", key.App, "--policy", encoded,
 		"--max-frame", strconv.Itoa(m.opts.MaxFrame), "--log-level", m.opts.LogLevel.String()}
@@ -505,6 +527,7 @@ func (c *child) discard() {
 		if c.cg != nil {
 			c.cg.Remove()
 		}
+		sandbox.Release(c.cmd)
 	}()
 }
 
@@ -558,6 +581,7 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 	if policy.Cgroup {
 		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
 			closeAll()
+			sandbox.Release(cmd)
 			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 		}
 	}
@@ -566,6 +590,7 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 		if cg != nil {
 			cg.Remove()
 		}
+		sandbox.Release(cmd)
 		return nil, &Failure{App: label, Message: "could not start", Err: err}
 	}
 	c := &child{cmd: cmd, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}

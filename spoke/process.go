@@ -40,6 +40,7 @@ type process struct {
 
 	startup    time.Duration   // spawn to ready
 	prestarted bool            // started from a spare
+	unrun      atomic.Bool     // started by Prestart; no step has run on it yet
 	cg         *sandbox.Cgroup // nil where the machine offers none
 
 	busy     chan struct{}
@@ -139,6 +140,8 @@ func (p *process) wait() {
 	if p.cg != nil {
 		p.cg.Remove()
 	}
+	// Its id may go to another spoke only now.
+	sandbox.Release(p.cmd)
 }
 
 // outOfMemory is an ErrOutOfMemory error if the kernel killed a process of

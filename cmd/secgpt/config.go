@@ -139,6 +139,7 @@ type SpokesConfig struct {
 	MaxFramesPerSecond int           `yaml:"max_frames_per_second"`
 	ScratchDir         string        `yaml:"scratch_dir"`
 	Spares             int           `yaml:"spares"`
+	MaxSpares          int           `yaml:"max_spares"`
 }
 
 type BudgetsConfig struct {
@@ -170,6 +171,15 @@ type SandboxConfig struct {
 	// AllowWeaker is the operator's explicit opt-out: run apps even when the
 	// kernel lacks seccomp or Landlock. Logged loudly.
 	AllowWeaker bool `yaml:"allow_weaker_sandbox"`
+	// SpokeIDs are the host uids and gids a root hub gives its spokes, one
+	// per live spoke; zero keeps sandbox.DefaultIDRange.
+	SpokeIDs IDRangeConfig `yaml:"spoke_ids"`
+}
+
+// IDRangeConfig is a range of host ids: First, First+1, …, First+Count-1.
+type IDRangeConfig struct {
+	First uint32 `yaml:"first"`
+	Count uint32 `yaml:"count"`
 }
 
 // LimitsConfig are a spoke's resource limits; 0 keeps the default.
@@ -240,7 +250,7 @@ func defaultConfig() Config {
 		Sessions:  SessionsConfig{IdleTimeout: time.Hour},
 		Spokes: SpokesConfig{
 			IdleTimeout: 10 * time.Minute, MaxFrameBytes: 1 << 20, MaxFramesPerSecond: 500,
-			ScratchDir: scratch, Spares: 2,
+			ScratchDir: scratch, Spares: 2, MaxSpares: 64,
 		},
 		Budgets: BudgetsConfig{
 			MaxQueryBytes: 8 << 10, MaxPlanSteps: 16, MaxLLMCallsPerStep: 8, MaxLLMCallsPerQuery: 32,
@@ -398,6 +408,9 @@ func (c *Config) validate() error {
 	}
 	if c.Spokes.Spares < 0 || c.Spokes.Spares > 16 {
 		return bad("spokes.spares", "must be between 0 and 16")
+	}
+	if c.Spokes.MaxSpares < 0 || c.Spokes.MaxSpares > 1024 {
+		return bad("spokes.max_spares", "must be between 0 and 1024")
 	}
 	for _, n := range []struct {
 		field string
