@@ -40,6 +40,7 @@ type Hub interface {
 	Grants(ctx context.Context, user string) ([]store.Grant, error)
 	Revoke(ctx context.Context, user, app string) (int, error)
 	Audit(ctx context.Context, user string, limit int) ([]store.AuditEntry, error)
+	Usage(ctx context.Context, user string) (hub.UsageReport, error)
 	Apps() []apps.Spec
 }
 

@@ -306,6 +306,9 @@ func (h *fakeHub) Revoke(context.Context, string, string) (int, error)   { retur
 func (h *fakeHub) Audit(context.Context, string, int) ([]store.AuditEntry, error) {
 	return nil, nil
 }
+func (h *fakeHub) Usage(context.Context, string) (hub.UsageReport, error) {
+	return hub.UsageReport{}, nil
+}
 func (h *fakeHub) Apps() []apps.Spec { return nil }
 
 // testBot is a Bot on real SQLite and the fake homeserver, running its

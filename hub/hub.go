@@ -152,6 +152,12 @@ type Options struct {
 	HistoryEntries      int // default 20
 	MemoryEntries       int // default 20
 
+	// Budgets bound each user's model tokens and each app's stored data.
+	Budgets Budgets
+	// HubTimePerStep is the bound the runner puts on the hub's time
+	// serving one step's spoke (spoke.Options.MaxHubTime), shown to users.
+	HubTimePerStep time.Duration
+
 	Log zerolog.Logger
 }
 
@@ -189,6 +195,7 @@ type Hub struct {
 	llm     LLM
 	runner  Runner
 	catalog *catalog
+	ledger  *ledger
 	log     zerolog.Logger
 
 	userMu sync.Mutex
@@ -214,7 +221,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	}
 	return &Hub{
 		opts: opts, store: opts.Store, llm: opts.LLM, runner: opts.Runner,
-		catalog: cat, log: opts.Log, users: map[string]*userState{},
+		catalog: cat, ledger: newLedger(opts.Store, opts.Budgets, nil), log: opts.Log, users: map[string]*userState{},
 	}, nil
 }
 
@@ -274,6 +281,17 @@ type query struct {
 	once     map[string]bool
 	llmCalls int
 	record   *Record
+
+	// tokens is what the query's model calls cost and reserved; the
+	// ledger's lock guards it.
+	tokens int64
+}
+
+// countTokens adds n tokens billed to the query's record.
+func (q *query) countTokens(n int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.record.Tokens += n
 }
 
 func (q *query) onceGranted(key string) bool {
@@ -519,6 +537,9 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 	if err != nil {
 		q.record.Error = err.Error()
 		var pe *PlanError
+		if be, ok := errOverBudget(err); ok {
+			return &Reply{Record: q.record}, userError(err, "I did not plan your request: %s", be.Error())
+		}
 		if errors.As(err, &pe) {
 			// Why the plan was refused names its fields and steps: the
 			// log and the record say it, the user gets what to do.

@@ -347,14 +347,19 @@ type Report struct {
 	Listener int `json:"-"`
 }
 
-// namespacesProtection names the one best-effort entry of a Report.
-const namespacesProtection = "namespaces"
+// namespacesProtection and viewProtection name the best-effort entries of
+// a Report: both are off where the kernel offers spokes no namespaces.
+const (
+	namespacesProtection = "namespaces"
+	viewProtection       = "mount view"
+)
 
 // Weaker reports whether a protection other than the best-effort
-// namespaces is off, as only happens with Policy.AllowWeaker.
+// namespaces and mount view is off, as only happens with
+// Policy.AllowWeaker.
 func (r Report) Weaker() bool {
 	for _, pr := range r.Protections {
-		if !pr.On && pr.Name != namespacesProtection {
+		if !pr.On && pr.Name != namespacesProtection && pr.Name != viewProtection {
 			return true
 		}
 	}
@@ -380,6 +385,16 @@ type Capabilities struct {
 	// without one only the rlimits bound them.
 	Cgroup       bool   `json:"cgroup"`
 	CgroupDetail string `json:"cgroup_detail"`
+	// UIDs says each live spoke runs under a host uid and gid of its own
+	// (a root hub, see IDRange); without, every spoke runs as one uid.
+	UIDs       bool   `json:"uids"`
+	UIDsDetail string `json:"uids_detail"`
+	// MountView says each spoke in namespaces sees a root of its own that
+	// holds only what its policy names (see Enter); without, it sees the
+	// host's file tree, which Landlock keeps it from reading but not from
+	// stat.
+	MountView       bool   `json:"mount_view"`
+	MountViewDetail string `json:"mount_view_detail"`
 }
 
 // Lines returns one human-readable line per protection, for the binary's
@@ -391,6 +406,8 @@ func (c Capabilities) Lines() []string {
 		"no_new_privs: " + onOff(c.NoNewPrivs),
 		fmt.Sprintf("namespaces: user %s, pid %s, net %s (%s)", onOff(c.UserNS), onOff(c.PIDNS), onOff(c.NetNS), c.NSDetail),
 		"cgroup per spoke: " + onOff(c.Cgroup) + " (" + c.CgroupDetail + cgroupFallback(c.Cgroup) + ")",
+		"uid separation: " + onOff(c.UIDs) + " (" + c.UIDsDetail + ")",
+		"mount view: " + onOff(c.MountView) + " (" + c.MountViewDetail + ")",
 	}
 }
 

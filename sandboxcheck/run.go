@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -103,6 +105,9 @@ type evidence struct {
 	serverExit string
 	logs       []logLine
 	before     snapshot
+	// hidden: the app found no such file where the host has one, which
+	// only the spoke's mount view explains (see hiddenByView).
+	hidden bool
 }
 
 // snapshot is the lab's counters before an attempt.
@@ -256,6 +261,29 @@ func (e *evidence) collect(a Attack) {
 		if json.Unmarshal(c.Result, &r) == nil {
 			e.report = &r
 		}
+	}
+	e.hiddenByView(a)
+}
+
+// hiddenByView counts as blocked a built-in app's ENOENT on a path (or in a
+// directory) that the host has: the app cannot tell a missing file from one
+// its mount view hides, and reports it as an error that proves nothing;
+// the check, which made the path, can.
+func (e *evidence) hiddenByView(a Attack) {
+	if e.mcp || e.report == nil || e.report.Outcome != hostile.Failed || !strings.Contains(e.report.Detail, "(ENOENT)") || a.args == nil {
+		return
+	}
+	for _, x := range a.args(e.lab) {
+		if x.key != "path" {
+			continue
+		}
+		if _, err := os.Lstat(x.value); err != nil {
+			if _, err := os.Lstat(filepath.Dir(x.value)); err != nil {
+				return
+			}
+		}
+		e.hidden = true
+		e.report = &hostile.Result{Attack: e.report.Attack, Outcome: hostile.Blocked, Detail: "not in the spoke's mount view, though the host has it: " + e.report.Detail}
 	}
 }
 
@@ -411,7 +439,8 @@ func (e *evidence) logged(a Attack) string {
 			l.SpokeLog.Message == "App server stderr" && strings.HasPrefix(l.SpokeLog.AppStderr, "hostile: "+a.Function+" -> "+string(hostile.Blocked)+":"):
 			return l.raw
 		case by == byReport && l.Message == "Spoke log line" && l.SpokeLog.Message == "Hostile attempt" && l.SpokePID == e.pid && e.pid != 0 &&
-			l.SpokeLog.Outcome == string(hostile.Blocked) && e.report != nil && l.SpokeLog.Attack == e.report.Attack:
+			(l.SpokeLog.Outcome == string(hostile.Blocked) || (e.hidden && l.SpokeLog.Outcome == string(hostile.Failed))) &&
+			e.report != nil && l.SpokeLog.Attack == e.report.Attack:
 			return l.raw
 		}
 	}

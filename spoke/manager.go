@@ -92,6 +92,9 @@ type Info struct {
 	// Options.Spares): a process started ahead of need, not yet sandboxed,
 	// that had served no one.
 	Prestarted bool `json:"prestarted,omitempty"`
+	// HubTime is the hub's own time spent serving the step's requests
+	// (see Options.MaxHubTime).
+	HubTime time.Duration `json:"hub_ns,omitempty"`
 }
 
 // Failure is a spoke fault: the spoke was killed or could not run. Message
@@ -143,6 +146,11 @@ type Options struct {
 	StepTimeout time.Duration
 	// IdleTimeout stops a spoke unused for this long; default 10 min.
 	IdleTimeout time.Duration
+	// MaxHubTime bounds the hub's own time serving one step of a spoke
+	// (decoding, answering, refusing its requests; not the waits for the
+	// model, the user or the network): a spoke over it is killed and named
+	// (ErrHubTime). Default 2 s; negative is no bound.
+	MaxHubTime time.Duration
 	// MaxFramesPerSecond kills a spoke that sends more, averaged over a
 	// one-second window; default 500.
 	MaxFramesPerSecond int
@@ -216,6 +224,9 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 10 * time.Minute
 	}
+	if opts.MaxHubTime == 0 {
+		opts.MaxHubTime = 2 * time.Second
+	}
 	if opts.MaxFramesPerSecond <= 0 {
 		opts.MaxFramesPerSecond = 500
 	}
@@ -269,7 +280,7 @@ func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Resul
 	if cold {
 		info.Startup, info.Prestarted = p.startup, p.prestarted
 	}
-	res, err := p.runStep(ctx, step, h)
+	res, err := p.runStep(ctx, step, h, &info.HubTime)
 	p.touch()
 	if err != nil {
 		return Result{}, info, err
@@ -515,6 +526,7 @@ func (c *child) discard() {
 		if c.cg != nil {
 			c.cg.Remove()
 		}
+		sandbox.Release(c.cmd)
 	}()
 }
 
@@ -568,6 +580,7 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 	if policy.Cgroup {
 		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
 			closeAll()
+			sandbox.Release(cmd)
 			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 		}
 	}
@@ -576,6 +589,7 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 		if cg != nil {
 			cg.Remove()
 		}
+		sandbox.Release(cmd)
 		return nil, &Failure{App: label, Message: "could not start", Err: err}
 	}
 	c := &child{cmd: cmd, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}
@@ -604,6 +618,7 @@ func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Tim
 		busy:       make(chan struct{}, 1),
 		maxRate:    m.opts.MaxFramesPerSecond,
 		stepTime:   m.opts.StepTimeout,
+		maxHubTime: m.opts.MaxHubTime,
 		lastUsed:   time.Now(),
 		prestarted: prestarted,
 		cg:         c.cg,

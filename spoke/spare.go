@@ -261,14 +261,14 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 	if cap(m.spares) == 0 {
 		return nil, nil
 	}
-	// The key's own part first: a policy that fails fails without costing
-	// a spare.
-	if err := sandbox.PrepareScratch(policy); err != nil {
-		return nil, err
-	}
 	c := m.takeSpare()
 	if c == nil {
 		return nil, nil
+	}
+	// The scratch is given to the spare's own id.
+	if err := sandbox.PrepareScratch(c.cmd, policy); err != nil {
+		c.discard()
+		return nil, err
 	}
 	b, err := json.Marshal(args)
 	if err != nil || len(b) > maxPrivate {

@@ -75,6 +75,17 @@ const (
 	Stall = "stall"
 	// Fetch gets URL through the hub's egress broker.
 	Fetch = "fetch"
+	// Grind writes Frames model requests of Bytes each straight onto the
+	// ISC channel, as fast as the hub takes them, draining the replies: a
+	// prompt over the hub's limit is refused, but only after the hub has
+	// read it.
+	Grind = "grind"
+	// Burn makes Count model calls with a prompt of Bytes each, one after
+	// another, straight on the ISC channel, until one is refused.
+	Burn = "burn"
+	// Fill stores Count documents of Bytes each in the app's own data until
+	// the hub refuses one.
+	Fill = "fill"
 )
 
 // Outcome is what an attempt came to.
@@ -169,6 +180,12 @@ var functions = []function{
 		func(_ context.Context, _ apps.Env, in input) Result { return stall(in.Frames) }},
 	{Fetch, "Get a URL through the egress broker.", []argument{str("url", "URL to get.")},
 		func(ctx context.Context, env apps.Env, in input) Result { return fetch(ctx, env, in.URL) }},
+	{Grind, "Send large model requests to the hub as fast as it reads them.", []argument{num("frames", "How many."), num("bytes", "Size of each.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return grind(in.Frames, in.Bytes) }},
+	{Burn, "Make model calls with large prompts until refused.", []argument{num("count", "How many."), num("bytes", "Prompt size.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return burnTokens(in.Count, in.Bytes) }},
+	{Fill, "Store documents in the app's data until refused.", []argument{num("count", "How many."), num("bytes", "Size of each.")},
+		func(ctx context.Context, env apps.Env, in input) Result { return fill(ctx, env, in.Count, in.Bytes) }},
 }
 
 func requestSchema(args []argument) json.RawMessage {

@@ -150,6 +150,17 @@ type BudgetsConfig struct {
 	MaxPromptBytes      int `yaml:"max_prompt_bytes"`
 	HistoryEntries      int `yaml:"history_entries"`
 	MemoryEntries       int `yaml:"memory_entries"`
+
+	// Model tokens per request, per user per UTC day, and per app per user
+	// per UTC day (see hub.Budgets).
+	TokensPerQuery   int64 `yaml:"tokens_per_query"`
+	TokensPerUserDay int64 `yaml:"tokens_per_user_day"`
+	TokensPerAppDay  int64 `yaml:"tokens_per_app_day"`
+	// The hub's own time serving one step of a spoke.
+	HubTimePerStep time.Duration `yaml:"hub_time_per_step"`
+	// What each app may store for each user.
+	DataBytesPerApp int64 `yaml:"data_bytes_per_app"`
+	DataDocsPerApp  int64 `yaml:"data_docs_per_app"`
 }
 
 type SandboxConfig struct {
@@ -160,6 +171,15 @@ type SandboxConfig struct {
 	// AllowWeaker is the operator's explicit opt-out: run apps even when the
 	// kernel lacks seccomp or Landlock. Logged loudly.
 	AllowWeaker bool `yaml:"allow_weaker_sandbox"`
+	// SpokeIDs are the host uids and gids a root hub gives its spokes, one
+	// per live spoke; zero keeps sandbox.DefaultIDRange.
+	SpokeIDs IDRangeConfig `yaml:"spoke_ids"`
+}
+
+// IDRangeConfig is a range of host ids: First, First+1, …, First+Count-1.
+type IDRangeConfig struct {
+	First uint32 `yaml:"first"`
+	Count uint32 `yaml:"count"`
 }
 
 // LimitsConfig are a spoke's resource limits; 0 keeps the default.
@@ -235,6 +255,8 @@ func defaultConfig() Config {
 		Budgets: BudgetsConfig{
 			MaxQueryBytes: 8 << 10, MaxPlanSteps: 16, MaxLLMCallsPerStep: 8, MaxLLMCallsPerQuery: 32,
 			MaxPromptBytes: 512 << 10, HistoryEntries: 20, MemoryEntries: 20,
+			TokensPerQuery: 250_000, TokensPerUserDay: 2_000_000, TokensPerAppDay: 1_000_000,
+			HubTimePerStep: 2 * time.Second, DataBytesPerApp: 16 << 20, DataDocsPerApp: 10_000,
 		},
 		// New namespaces where the kernel allows them, as the example
 		// config says: the strongest confinement is the default.
@@ -398,6 +420,18 @@ func (c *Config) validate() error {
 		{"budgets.max_llm_calls_per_step", c.Budgets.MaxLLMCallsPerStep}, {"budgets.max_llm_calls_per_query", c.Budgets.MaxLLMCallsPerQuery},
 		{"budgets.max_prompt_bytes", c.Budgets.MaxPromptBytes}, {"budgets.history_entries", c.Budgets.HistoryEntries},
 		{"budgets.memory_entries", c.Budgets.MemoryEntries},
+	} {
+		if n.v <= 0 {
+			return bad(n.field, "must be positive")
+		}
+	}
+	for _, n := range []struct {
+		field string
+		v     int64
+	}{
+		{"budgets.tokens_per_query", c.Budgets.TokensPerQuery}, {"budgets.tokens_per_user_day", c.Budgets.TokensPerUserDay},
+		{"budgets.tokens_per_app_day", c.Budgets.TokensPerAppDay}, {"budgets.hub_time_per_step", int64(c.Budgets.HubTimePerStep)},
+		{"budgets.data_bytes_per_app", c.Budgets.DataBytesPerApp}, {"budgets.data_docs_per_app", c.Budgets.DataDocsPerApp},
 	} {
 		if n.v <= 0 {
 			return bad(n.field, "must be positive")

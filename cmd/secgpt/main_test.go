@@ -240,11 +240,12 @@ func TestAskDenyAllNamesTheApp(t *testing.T) {
 
 func TestChatAsksInTheTerminal(t *testing.T) {
 	cfg := testConfig(t, "")
-	r := runBinary(t, "Use metro_hail from 'Main Street' to 'Elm Avenue'.\nx\no\n/grants\n/quit\n", "chat", "--config", cfg, "--user", "tester")
+	r := runBinary(t, "Use metro_hail from 'Main Street' to 'Elm Avenue'.\nx\no\n/grants\n/usage\n/quit\n", "chat", "--config", cfg, "--user", "tester")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"permission needed (exec)", `Run the app "metro_hail"`, "please answer with one of the choices", "fare = 51.80", "no stored permissions"} {
+	for _, want := range []string{"permission needed (exec)", `Run the app "metro_hail"`, "please answer with one of the choices", "fare = 51.80", "no stored permissions",
+		"of your 2000000 tokens a day, at most 250000 for one request", "  the assistant: "} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("chat output lacks %q:\n%s", want, r.stdout)
 		}

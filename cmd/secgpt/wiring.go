@@ -173,6 +173,12 @@ func overrideLimits(l sandbox.Limits, overrides ...LimitsConfig) sandbox.Limits 
 // it) and the uid spokes run as can pass through every directory down to
 // it. Otherwise every approved request would fail later, one by one.
 func checkScratch(cfg Config) error {
+	// The spokes' ids first: the scratch must be reachable by them.
+	if r := cfg.Sandbox.SpokeIDs; r != (IDRangeConfig{}) {
+		if err := sandbox.SetIDRange(sandbox.IDRange{First: r.First, Count: r.Count}); err != nil {
+			return &configError{err: fmt.Errorf("config: sandbox.spoke_ids: %w", err)}
+		}
+	}
 	root := cfg.Spokes.ScratchDir
 	bad := func(format string, args ...any) error {
 		return &configError{err: fmt.Errorf("config: spokes.scratch_dir: %s", fmt.Sprintf(format, args...))}
@@ -198,6 +204,10 @@ func checkSandbox(cfg Config, stderr io.Writer, log zerolog.Logger) error {
 		fmt.Fprintln(stderr, "sandbox:", line)
 	}
 	err := caps.Check(sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandboxLimits(cfg.Sandbox, ""), Namespaces: cfg.Sandbox.Namespaces})
+	if err == nil && os.Geteuid() == 0 && !caps.UIDs {
+		// A root hub's spokes each run as an id of their own.
+		err = fmt.Errorf("uid separation: %s", caps.UIDsDetail)
+	}
 	if err == nil {
 		return nil
 	}
@@ -265,6 +275,7 @@ func spokeOptions(cfg Config, log zerolog.Logger) spoke.Options {
 		StepTimeout:        cfg.Deadlines.Step,
 		IdleTimeout:        cfg.Spokes.IdleTimeout,
 		MaxFramesPerSecond: cfg.Spokes.MaxFramesPerSecond,
+		MaxHubTime:         cfg.Budgets.HubTimePerStep,
 		Spares:             cfg.Spokes.Spares,
 		MaxSpares:          cfg.Spokes.MaxSpares,
 		SparePolicy: sandbox.Policy{
@@ -307,7 +318,13 @@ func newHub(ctx context.Context, cfg Config, st *store.Store, model hub.LLM, run
 		MaxPromptBytes:      cfg.Budgets.MaxPromptBytes,
 		HistoryEntries:      cfg.Budgets.HistoryEntries,
 		MemoryEntries:       cfg.Budgets.MemoryEntries,
-		Log:                 log.With().Str("component", "hub").Logger(),
+		Budgets: hub.Budgets{
+			TokensPerQuery: cfg.Budgets.TokensPerQuery, TokensPerUserDay: cfg.Budgets.TokensPerUserDay,
+			TokensPerAppDay: cfg.Budgets.TokensPerAppDay,
+			DataBytes:       cfg.Budgets.DataBytesPerApp, DataDocs: cfg.Budgets.DataDocsPerApp,
+		},
+		HubTimePerStep: cfg.Budgets.HubTimePerStep,
+		Log:            log.With().Str("component", "hub").Logger(),
 	})
 }
 

@@ -68,6 +68,8 @@ var attempts = map[string]attempt{
 	"ids":           ids,
 	"enter_time":    enterTime,
 	"pid_namespace": pidNamespace,
+	"stat":          entered(statPaths),
+	"hold":          hold,
 }
 
 // Main is the child program: args are the encoded policy (or NoEnter), the
@@ -313,8 +315,10 @@ func threads(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
 				unix.Close(fd)
 				errs <- fmt.Errorf("pre-Enter thread %d (tid %d): socket(AF_INET) = %v, want EPERM", i, unix.Gettid(), err)
 			}
-			if _, err := os.ReadFile("/etc/hostname"); !errors.Is(err, unix.EACCES) {
-				errs <- fmt.Errorf("pre-Enter thread %d (tid %d): read /etc/hostname = %v, want EACCES", i, unix.Gettid(), err)
+			// EACCES from Landlock, or ENOENT where the thread sees
+			// the spoke's view.
+			if _, err := os.ReadFile("/etc/hostname"); !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOENT) {
+				errs <- fmt.Errorf("pre-Enter thread %d (tid %d): read /etc/hostname = %v, want EACCES or ENOENT", i, unix.Gettid(), err)
 			}
 		})
 	}
@@ -544,4 +548,41 @@ func capabilityLines(status string) string {
 		}
 	}
 	return strings.Join(sets, ", ")
+}
+
+// statPaths stats (without following a last symlink) each path in a and
+// reports, for each, "path=ok size N" or "path=ERRNO": what a spoke learns
+// of files it may not read.
+func statPaths(a []string) (string, error) {
+	var out []string
+	for _, path := range a {
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil {
+			out = append(out, path+"="+unix.ErrnoName(err.(syscall.Errno)))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s=ok size %d", path, st.Size))
+	}
+	return strings.Join(out, "; "), nil
+}
+
+// hold is a spoke that stays: Enter, one byte on fd 3, then wait until the
+// parent closes its end.
+func hold(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
+	if err := enter(); err != nil {
+		return "", err
+	}
+	if _, err := unix.Write(iscFD, []byte{1}); err != nil {
+		return "", err
+	}
+	b := make([]byte, 1)
+	for {
+		n, err := unix.Read(iscFD, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if n <= 0 || err != nil {
+			return "", nil
+		}
+	}
 }
