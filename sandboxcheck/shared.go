@@ -38,12 +38,6 @@ const (
 	grindPrompt  = 700 << 10 // over the hub's prompt limit, under its frame limit
 )
 
-// The defences this build lacks (see Attack.Open).
-const (
-	openView = "every spoke runs as one uid and sees the host's file tree: stat is not refused"
-	openDisk = "no quota bounds a spoke's scratch, only RLIMIT_FSIZE each file"
-)
-
 // Directories the disk attacks fill in the attacker's scratch.
 const (
 	fillDir  = "bulk"
@@ -81,20 +75,22 @@ func sharedAttacks() []Attack {
 			},
 		},
 		{
-			Name: "disk_fill_bytes", Title: "write 1 GiB in 64 files", Function: hostile.DiskFill, Open: openDisk,
+			Name: "disk_fill_bytes", Title: "write 1 GiB in 64 files", Function: hostile.DiskFill,
 			args: func(*Lab) []arg {
 				return []arg{{"path", fillDir}, {"bytes", strconv.Itoa(fillBytes)}, {"count", strconv.Itoa(fillFiles)}}
 			},
 			stop:    reported,
-			outside: func(e *evidence) error { return diskUsed(filepath.Join(e.scratch, fillDir), e.limits.FileSize) },
+			outside: func(e *evidence) error { return diskUsed(filepath.Join(e.scratch, fillDir), e.limits) },
+			bound:   diskBound,
 		},
 		{
-			Name: "disk_fill_files", Title: "create 20,000 files", Function: hostile.DiskFill, Open: openDisk,
+			Name: "disk_fill_files", Title: "create 20,000 files", Function: hostile.DiskFill,
 			args: func(*Lab) []arg {
 				return []arg{{"path", filesDir}, {"bytes", "0"}, {"count", strconv.Itoa(manyFiles)}}
 			},
 			stop:    reported,
-			outside: func(e *evidence) error { return diskUsed(filepath.Join(e.scratch, filesDir), e.limits.FileSize) },
+			outside: func(e *evidence) error { return diskUsed(filepath.Join(e.scratch, filesDir), e.limits) },
+			bound:   diskBound,
 		},
 		{
 			Name: "hub_time", Title: "keep the hub parsing refused 700 KiB model requests", Function: hostile.Grind,
@@ -198,10 +194,10 @@ func (e *evidence) threadsAtMost(limit uint64) error {
 	return nil
 }
 
-// diskUsed measures what the attempt left under dir, removes it (it is
-// only filler), and fails when the total is more than one file may hold:
-// RLIMIT_FSIZE, which bounds each file, is then all that bounded it.
-func diskUsed(dir string, fileLimit uint64) error {
+// diskUsed measures what the attempt left under dir as the host sees it
+// (nothing, where the spoke's scratch was a tmpfs of its own), removes it
+// (it is only filler), and fails when it is over the spoke's disk bounds.
+func diskUsed(dir string, l sandbox.Limits) error {
 	var bytes, files uint64
 	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -222,10 +218,16 @@ func diskUsed(dir string, fileLimit uint64) error {
 	if err != nil {
 		return fmt.Errorf("failed to measure %s: %w", dir, err)
 	}
-	if bytes > fileLimit || files > 1000 {
-		return fmt.Errorf("the spoke left %d MiB in %d files in its scratch: no quota bounds its total", bytes>>20, files)
+	if bytes > l.DiskBytes || files > l.DiskFiles {
+		return fmt.Errorf("the spoke left %d MiB in %d files in its scratch, over its %d MiB and %d files", bytes>>20, files, l.DiskBytes>>20, l.DiskFiles)
 	}
 	return nil
+}
+
+// diskBound names the disk bounds of the attacker's scratch.
+func diskBound(e *evidence) string {
+	return fmt.Sprintf("%d MiB and %d files of scratch (sandbox.disk_bytes, disk_files: a tmpfs of the spoke's own, or the hub's quota on a scratch it keeps)",
+		e.limits.DiskBytes>>20, e.limits.DiskFiles)
 }
 
 // dataQuota: the hub refused the put at the app's data quota for the

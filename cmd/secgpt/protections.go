@@ -4,19 +4,19 @@ import (
 	"fmt"
 
 	"github.com/secgpt/secgpt/sandbox"
+	"github.com/secgpt/secgpt/scratch"
 )
 
 // protectionLines is the start-up protection report: one line per
 // protection of the spokes (the kernel's, from caps: seccomp, Landlock,
 // namespaces, cgroups, uid separation, mount view) and of the machine's
-// shared resources, each on or off and why. A protection this build does
-// not have reads "off: not built", with what bounds the resource instead:
-// the report never claims what is not there.
+// shared resources (cgroup limits, disk quotas, budgets), each on or off
+// (the disk quota: enforced, or only checked) and why.
 func protectionLines(cfg Config, caps sandbox.Capabilities) []string {
 	b := cfg.Budgets
 	return append(caps.Lines(),
 		"cgroup limits: "+cgroupLimits(cfg),
-		fmt.Sprintf("disk quotas: off: not built (RLIMIT_FSIZE bounds one file at %d MiB, not the total a spoke writes)", sandboxLimits(cfg.Sandbox, "").FileSize>>20),
+		scratch.Report(caps.OwnScratch(sandbox.Policy{Profile: sandbox.ProfileStrict, Namespaces: cfg.Sandbox.Namespaces})),
 		fmt.Sprintf("budgets: on (model tokens: %d per request, %d per user a day, %d per app and user a day; the hub's time: %v per step; each app's data: %d MiB and %d documents per user)",
 			b.TokensPerQuery, b.TokensPerUserDay, b.TokensPerAppDay, b.HubTimePerStep, b.DataBytesPerApp>>20, b.DataDocsPerApp),
 	)

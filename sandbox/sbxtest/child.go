@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -56,6 +57,7 @@ var attempts = map[string]attempt{
 	"alloc":         entered(alloc),
 	"spin":          entered(spin),
 	"write_size":    entered(writeSize),
+	"fill":          entered(fill),
 	"open_many":     entered(openMany),
 	"keyctl":        entered(rawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, 0)),
 	"bpf":           entered(rawSyscall(unix.SYS_BPF, unix.BPF_MAP_CREATE, 0)),
@@ -70,6 +72,7 @@ var attempts = map[string]attempt{
 	"pid_namespace": pidNamespace,
 	"stat":          entered(statPaths),
 	"hold":          hold,
+	"share_mounts":  shareMounts,
 }
 
 // Main is the child program: args are the encoded policy (or NoEnter), the
@@ -268,6 +271,27 @@ func writeSize(a []string) (string, error) {
 	defer f.Close()
 	n, err := f.Write(make([]byte, atoi(a[1])))
 	return strconv.Itoa(n), err
+}
+
+// fill writes files of a[1] bytes in directory a[0] until a write fails,
+// as a hostile app filling its scratch would; Detail is "<bytes> <files>"
+// written.
+func fill(a []string) (string, error) {
+	chunk := make([]byte, atoi(a[1]))
+	var bytes, files int
+	for i := 0; ; i++ {
+		f, err := os.Create(fmt.Sprintf("%s/f%d", a[0], i))
+		if err != nil {
+			return fmt.Sprintf("%d %d", bytes, files), err
+		}
+		files++
+		n, err := f.Write(chunk)
+		bytes += n
+		f.Close()
+		if err != nil {
+			return fmt.Sprintf("%d %d", bytes, files), err
+		}
+	}
 }
 
 // openMany opens unix sockets until it fails; Detail is the highest fd it
@@ -585,4 +609,23 @@ func hold(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
 			return "", nil
 		}
 	}
+}
+
+// shareMounts starts a process in its own mount namespace (with
+// PrepareLaunch) or, with args[0] "shared", in the child's, as a spoke
+// that forgot PrepareLaunch would, then enters: building a view would move
+// that process's root too.
+func shareMounts(enter func() error, _ sandbox.Policy, args []string) (string, error) {
+	cmd := exec.Command("/bin/sleep", "30")
+	if len(args) == 0 || args[0] != "shared" {
+		sandbox.PrepareLaunch(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	return "", enter()
 }
