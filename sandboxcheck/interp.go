@@ -111,7 +111,7 @@ var scriptTools = map[string]struct {
 	hostile.FillDisk:  {"fill_disk", []string{"path", "count"}},
 	hostile.Fetch:     {"fetch_url", []string{"url"}},
 	hostile.Stat:      {"stat_file", []string{"path"}},
-	hostile.DiskFill:  {"fill_disk", []string{"path", "bytes", "count"}},
+	hostile.DiskFill:  {"fill_files", []string{"path", "bytes", "count"}},
 	hostile.Threads:   {"thread_bomb", []string{"count"}},
 }
 

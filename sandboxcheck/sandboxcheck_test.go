@@ -176,7 +176,7 @@ func TestEveryAttackOfTheIssue(t *testing.T) {
 		"spin_cpu_forever", "write_10gib_file", "fill_scratch", "open_100000_files", "flood_10000_frames", "stall_unread_replies",
 		"egress_undeclared_domain", "egress_declared_to_loopback", "egress_declared_to_metadata",
 		"egress_redirect_to_loopback", "egress_redirect_to_metadata",
-		"cross_user_stat", "memory_hog", "thread_pressure", "disk_fill_bytes", "disk_fill_files", "hub_time", "data_fill", "token_burn",
+		"cross_user_stat", "memory_hog", "thread_pressure", "disk_fill_files", "hub_time", "data_fill", "token_burn",
 	}
 	app, ok := apps.Lookup(hostile.Name)
 	if !ok {
