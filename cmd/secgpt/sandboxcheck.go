@@ -36,7 +36,7 @@ const (
 	// checkScriptMemory is an interpreter's memory bound, lowered so that
 	// it fills it within its CPU limit: the memory bound, not the CPU
 	// limit, must be what stops the allocation.
-	checkScriptMemory = 128 << 20
+	checkScriptMemory = 256 << 20
 	checkStepLimit    = 15 * time.Second
 )
 
