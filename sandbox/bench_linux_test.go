@@ -58,12 +58,16 @@ func BenchmarkSpawnToReady(b *testing.B) {
 		sandbox bool
 		ns      bool
 		caps    sandbox.Capabilities
+		keep    bool
 	}{
-		{"bare", false, false, caps},
-		{"sandboxed", true, false, caps},
-		{"sandboxed+namespaces", true, true, caps},
+		{"bare", false, false, caps, false},
+		{"sandboxed", true, false, caps, false},
+		{"sandboxed+namespaces", true, true, caps, false},
+		// What the spoke's own tmpfs scratch costs: the same, with a
+		// scratch the hub keeps.
+		{"sandboxed+namespaces+kept-scratch", true, true, caps, true},
 		// What the namespaces cost without the network namespace.
-		{"sandboxed+namespaces-but-net", true, true, noNet},
+		{"sandboxed+namespaces-but-net", true, true, noNet, false},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -72,6 +76,7 @@ func BenchmarkSpawnToReady(b *testing.B) {
 			}
 			defer sandbox.SetCapabilities(c.caps)()
 			p := benchPolicy(dir, c.ns)
+			p.KeepScratch = c.keep
 			arg := sbxtest.NoEnter
 			if c.sandbox {
 				var err error

@@ -35,11 +35,12 @@ import (
 //     the spoke;
 //  7. the seccomp allowlist of p.Profile, on every thread (TSYNC).
 //
-// First it runs SetUpNamespaces, if the caller did not. Before the limits
-// it drops every capability the process holds (CAP_SYS_ADMIN over its own
-// namespaces, which the view needs, and, for a ProfileProxy spoke that did
-// not call UpLoopback and DropCapabilities, the network ones). Without a
-// mount namespace of its own the view is off and the report says why. ProfileProxy
+// First it runs SetUpNamespaces, if the caller did not, and bounds the
+// spoke's scratch (mountScratch). Before the limits it drops every
+// capability the process holds (CAP_SYS_ADMIN over its own namespaces,
+// which the scratch and the view need, and, for a ProfileProxy spoke that
+// did not call UpLoopback and DropCapabilities, the network ones). Without
+// a mount namespace of its own the view is off and the report says why. ProfileProxy
 // and ProfileExecNet need a network namespace of their own, as seen from
 // inside (loopback is the only interface).
 //
@@ -84,6 +85,12 @@ func Enter(p Policy) (Report, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
+	// While the spoke may still mount (see SetUpNamespaces).
+	diskOn, diskDetail, err := mountScratch(p)
+	if err != nil {
+		return rep, err
+	}
+
 	n := len(os.Environ())
 	os.Clearenv()
 	rep.add("environment", true, fmt.Sprintf("cleared %d variables", n))
@@ -103,6 +110,8 @@ func Enter(p Policy) (Report, error) {
 			rep.add("network namespace", false, "weaker sandbox allowed: "+netDetail)
 		}
 	}
+
+	rep.add(diskProtection, diskOn, diskDetail)
 
 	// Paths are gathered before the view and the limits: reading
 	// /proc/self/maps needs a descriptor and memory, Landlock will forbid

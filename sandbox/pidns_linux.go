@@ -37,9 +37,9 @@ var (
 //     keeps a pid_max per namespace (best effort: older kernels have one).
 //
 // It keeps CAP_SYS_ADMIN (over its own namespaces only), which Enter needs
-// to build the spoke's view once the spoke knows its policy, and drops:
-// until then the spoke reads nothing untrusted (a spare reads only its
-// launch arguments, from the hub).
+// to mount the spoke's scratch (mountScratch) and build its view once the
+// spoke knows its policy, and drops: until then the spoke reads nothing
+// untrusted (a spare reads only its launch arguments, from the hub).
 //
 // When PID 1 of a PID namespace exits, the kernel kills every process left
 // in it: nothing a spoke started (an external app's server) outlives it.

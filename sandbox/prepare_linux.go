@@ -131,7 +131,8 @@ func childEnv() []string {
 //
 //   - Env is childEnv (never nil, which would inherit the hub's environment,
 //     which may hold secrets);
-//   - Dir is p.Scratch, or "/" without one;
+//   - Dir is p.Scratch, or "/" without one or for a spoke that mounts its
+//     own (see mountScratch);
 //   - SysProcAttr puts the spoke in its own process group (the hub kills
 //     the group), sends it SIGKILL when the thread that started it dies,
 //     runs it, when the hub is root, as a host uid and gid of its own
@@ -146,7 +147,7 @@ func childEnv() []string {
 //     CAP_NET_BIND_SERVICE, to listen on ports 80, 443 and 53 there
 //     (DropCapabilities drops it);
 //   - p.Scratch is created (0700) and, when the hub is root, given to the
-//     spoke's id.
+//     spoke's id, unless the spoke mounts its own (Capabilities.OwnScratch).
 //
 // Prepare fails closed: if Probe finds a protection p needs missing (see
 // Check), or no id is free, it returns an error and cmd must not be
@@ -197,10 +198,10 @@ func Prepare(cmd *exec.Cmd, p Policy) (err error) {
 	cmd.SysProcAttr = attr
 	cmd.Env = childEnv()
 	cmd.Dir = "/"
-	if err := prepareScratch(p, uid, gid); err != nil {
+	if err := prepareScratch(caps, p, uid, gid); err != nil {
 		return err
 	}
-	if p.Scratch != "" {
+	if p.Scratch != "" && !caps.OwnScratch(p) {
 		cmd.Dir = p.Scratch
 	}
 	if attr.Credential != nil {
@@ -249,18 +250,27 @@ func leaseIDs(cmd *exec.Cmd, p Policy) (uid, gid int, err error) {
 // before it is told p. Like Prepare it fails closed: it returns Check's
 // error first.
 func PrepareScratch(cmd *exec.Cmd, p Policy) error {
-	if err := capabilities().Check(p); err != nil {
+	caps := capabilities()
+	if err := caps.Check(p); err != nil {
 		return err
 	}
 	uid, gid := SpokeIDs(cmd)
-	return prepareScratch(p, uid, gid)
+	return prepareScratch(caps, p, uid, gid)
 }
 
 // prepareScratch makes p.Scratch, if any, a directory that only uid can
-// use, and checks that uid can reach it. An existing symlink is refused:
-// Landlock would follow it.
-func prepareScratch(p Policy, uid, gid int) error {
+// use, and checks that uid can reach it; for a spoke that mounts its own
+// (mountScratch), it checks that uid can reach the scratch root, over
+// which the spoke mounts it. An existing symlink is refused: Landlock
+// would follow it.
+func prepareScratch(caps Capabilities, p Policy, uid, gid int) error {
 	if p.Scratch == "" {
+		return nil
+	}
+	if caps.OwnScratch(p) {
+		if uid != os.Geteuid() {
+			return checkReachableBy(filepath.Dir(p.Scratch), uid, gid)
+		}
 		return nil
 	}
 	if err := makeScratch(p.Scratch, uid, gid); err != nil {

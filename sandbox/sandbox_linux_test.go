@@ -192,6 +192,9 @@ func TestRunsAsOwnID(t *testing.T) {
 			}
 			p := strictPolicy(t)
 			p.Namespaces = ns
+			// A scratch the hub makes (a spoke's own tmpfs is not on
+			// its disk: TestScratchBounded).
+			p.KeepScratch = true
 			out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "ids"})
 			expect{allowed: true}.check(t, out)
 			var uid, gid int
@@ -254,12 +257,12 @@ func TestReportAllOn(t *testing.T) {
 	sbxtest.RequireFull(t)
 	out := sbxtest.Run(t, sbxtest.Child{Policy: strictPolicy(t), Attempt: "ready"})
 	expect{allowed: true}.check(t, out)
-	want := []string{"environment", "file descriptors", "namespaces", "mount view", "rlimits", "no_new_privs", "landlock", "seccomp"}
+	want := []string{"environment", "file descriptors", "namespaces", "disk", "mount view", "rlimits", "no_new_privs", "landlock", "seccomp"}
 	if len(out.Report.Protections) != len(want) {
 		t.Fatalf("report %+v, want %v", out.Report, want)
 	}
 	for i, pr := range out.Report.Protections {
-		if pr.Name != want[i] || (!pr.On && pr.Name != "namespaces" && pr.Name != "mount view") {
+		if pr.Name != want[i] || (!pr.On && pr.Name != "namespaces" && pr.Name != "disk" && pr.Name != "mount view") {
 			t.Errorf("protection %d = %+v, want %s on", i, pr, want[i])
 		}
 		t.Logf("%s", pr.Name+": "+pr.Detail)

@@ -124,3 +124,9 @@ func DropCapabilities() error {
 
 // OwnNetworkNamespace is false: there are no network namespaces here.
 func OwnNetworkNamespace() (bool, string) { return false, unsupported }
+
+// OwnScratch is false: no spoke mounts a tmpfs of its own here.
+func OwnScratch(Policy) bool { return false }
+
+// MountsScratch is false: no spoke mounts a tmpfs of its own here.
+func (p Policy) MountsScratch() bool { return false }

@@ -34,6 +34,9 @@ type Options struct {
 	Logs *Logs
 	// Limits are the attacker's spoke's resource limits.
 	Limits sandbox.Limits
+	// Scratch names the scratch directory of (user, app) as the hub's
+	// spokes get it.
+	Scratch func(user, app string) (string, error)
 	// AttemptTimeout bounds how long the hub may take to answer one
 	// attempt; longer is a hang, and the attempt is not blocked. It must
 	// exceed the spokes' deadline per step. Default 2 min 30 s.
@@ -50,8 +53,8 @@ type Runner struct {
 
 // NewRunner returns a Runner.
 func NewRunner(opts Options) (*Runner, error) {
-	if opts.Hub == nil || opts.Lab == nil || opts.Logs == nil {
-		return nil, errors.New("sandbox check needs a hub, a lab and a log")
+	if opts.Hub == nil || opts.Lab == nil || opts.Logs == nil || opts.Scratch == nil {
+		return nil, errors.New("sandbox check needs a hub, a lab, a log and the spokes' scratch")
 	}
 	if opts.AttemptTimeout <= 0 {
 		opts.AttemptTimeout = 150 * time.Second
@@ -60,7 +63,7 @@ func NewRunner(opts Options) (*Runner, error) {
 	if app == "" {
 		app, mcp = hostile.Name, false
 	}
-	scratch, err := spoke.ScratchDir(opts.Lab.scratchRoot, spoke.Key{User: Attacker, App: app})
+	scratch, err := opts.Scratch(Attacker, app)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +96,7 @@ type evidence struct {
 	app     string
 	mcp     bool
 	lab     *Lab
-	scratch string
+	scratch string // the attacker's scratch directory as the hub sees it
 	limits  sandbox.Limits
 	reply   *hub.Reply
 	err     error
@@ -498,4 +501,18 @@ func (e *evidence) onlyPublicDialled(path string) error {
 		return fmt.Errorf("the public server got %d requests for %s, want 1", e.lab.webHits(path)-e.before.hits[path], path)
 	}
 	return nil
+}
+
+// inScratch is the path of name in the attacker's scratch as its spoke
+// sees it: through the spoke's own root while it runs (its scratch may be
+// a tmpfs of its own, which only its mount namespace shows), else the
+// hub's directory.
+func (e *evidence) inScratch(name string) string {
+	if e.pid != 0 {
+		own := fmt.Sprintf("/proc/%d/root%s", e.pid, filepath.Join(e.scratch, name))
+		if _, err := os.Lstat(filepath.Dir(own)); err == nil {
+			return own
+		}
+	}
+	return filepath.Join(e.scratch, name)
 }

@@ -396,7 +396,7 @@ func keyed(args map[string]any) string {
 func newHostileTargets(t *testing.T, w *mcptest.Wiring, sys *hubtest.System, lab *mcptest.Lab) *hostileTargets {
 	t.Helper()
 	tg := &hostileTargets{lab: lab, secret: fmt.Sprintf("mcp-secret-%d", time.Now().UnixNano()), database: filepath.Join(sys.Dir, "secgpt.db")}
-	scratch, err := spoke.ScratchDir(w.ScratchRoot(), spoke.Key{User: bob, App: "metro_hail"})
+	scratch, err := w.ScratchDir(spoke.Key{User: bob, App: "metro_hail"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +519,7 @@ func evidence(t *testing.T, sys *hubtest.System, w *mcptest.Wiring) *hostileEvid
 		if k.User == mallory && k.App == "hostile_mcp" {
 			ev.spokePID = pid
 			ev.serverPID = childOf(pid)
-			scratch, err := spoke.ScratchDir(w.ScratchRoot(), k)
+			scratch, err := w.ScratchDir(k)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,8 +2,9 @@
 // inter-spoke communication (ISC) protocol between them and the hub.
 //
 // The parent side (Manager) spawns the binary re-executed as a child, one
-// process per (user, app, session), supervises it, enforces deadlines and
-// frame limits, and kills it on any fault. The child side (ChildMain)
+// process per (user, app, session), supervises it, enforces deadlines,
+// frame limits and a bound on the hub's own time spent serving it
+// (hubtime.go), and kills it on any fault. The child side (ChildMain)
 // confines itself through package sandbox before it reads its first frame,
 // then runs steps: the app's functions, and its own model's turns, which it
 // can only obtain from the hub.
@@ -127,8 +128,22 @@ var (
 	ErrClosed = errors.New("spoke manager closed")
 )
 
-// PolicyFunc returns the sandbox policy for a spoke.
+// PolicyFunc returns the sandbox policy for a spoke. An error that is a
+// Refusal says why in words fit for the user.
 type PolicyFunc func(k Key) (sandbox.Policy, error)
+
+// Refusal is an error that refuses a spoke for a reason fit for the user,
+// such as its scratch being over its disk quota: a Failure for it carries
+// the reason.
+type Refusal interface {
+	error
+	Refusal() string
+}
+
+// Refused is the Failure of a spoke of k refused for r.
+func Refused(k Key, r Refusal) *Failure {
+	return &Failure{App: k.appLabel(), Message: "was refused: " + r.Refusal(), Err: r}
+}
 
 // Options configure a Manager. Zero values take the defaults noted.
 type Options struct {
@@ -429,7 +444,9 @@ func (m *Manager) reap() {
 // for its ready frame.
 func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	policy, err := m.opts.Policy(key)
-	if err != nil {
+	if r, ok := errors.AsType[Refusal](err); ok {
+		return nil, Refused(key, r)
+	} else if err != nil {
 		return nil, m.failure(key, "has no usable sandbox policy", err)
 	}
 	// With a cgroup per spoke, memory is bounded there and an exec-profile

@@ -31,7 +31,7 @@ func TestOpenMigratesEmptyFile(t *testing.T) {
 	if version != 5 || compat != 5 {
 		t.Errorf("schema version = %d (compat %d), want 5 (5)", version, compat)
 	}
-	for _, table := range []string{"sessions", "grants", "audit_log", "hub_memory", "spoke_memory", "app_docs", "model_usage", "app_data_usage"} {
+	for _, table := range []string{"sessions", "grants", "audit_log", "hub_memory", "spoke_memory", "app_docs", "scratch", "model_usage", "app_data_usage"} {
 		if ok, err := s.DB().TableExists(ctx, table); err != nil || !ok {
 			t.Errorf("table %s exists = %v, %v; want true", table, ok, err)
 		}
@@ -148,6 +148,7 @@ func TestUpgradeKeepsHubMemoryOfUnknownProvenance(t *testing.T) {
 	for _, q := range []string{
 		"ALTER TABLE hub_memory DROP COLUMN provenance",
 		"DROP TABLE app_discovery",
+		"DROP TABLE scratch",
 		"DROP TABLE model_usage",
 		"DROP TRIGGER app_docs_usage_insert",
 		"DROP TRIGGER app_docs_usage_update",

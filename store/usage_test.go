@@ -139,6 +139,7 @@ func TestUpgradeCountsExistingData(t *testing.T) {
 		"DROP TRIGGER app_docs_usage_update",
 		"DROP TRIGGER app_docs_usage_delete",
 		"DROP TABLE app_data_usage",
+		"DROP TABLE scratch",
 		`INSERT INTO app_docs (user_id, app, collection, doc_id, body, updated_at) VALUES
 			('@a:x', 'notes', 'c', '1', '"é"', 1), ('@a:x', 'notes', 'c', '2', '[]', 2), ('@b:x', 'notes', 'c', '1', '{}', 3)`,
 		"UPDATE " + store.VersionTable + " SET version=3, compat=3",

@@ -66,6 +66,9 @@ const (
 	BigFile = "bigfile"
 	// ManyFiles opens the directory Path Count times.
 	ManyFiles = "manyfiles"
+	// FillDisk writes up to Count files of 1 MiB in the directory Path,
+	// until a write is refused: a disk fill.
+	FillDisk = "filldisk"
 	// Flood writes Frames request frames straight onto the ISC channel
 	// (fd 3), as fast as it can, bypassing the spoke runtime, and drains
 	// the replies.
@@ -174,6 +177,8 @@ var functions = []function{
 		func(_ context.Context, _ apps.Env, in input) Result { return bigFile(in.Path, in.Bytes) }},
 	{ManyFiles, "Open a directory many times at once.", []argument{str("path", "Directory to open."), num("count", "How many times.")},
 		func(_ context.Context, _ apps.Env, in input) Result { return manyFiles(in.Path, in.Count) }},
+	{FillDisk, "Write 1 MiB files in a directory until refused.", []argument{str("path", "Directory to fill."), num("count", "At most how many files.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return fillDisk(in.Path, in.Count) }},
 	{Flood, "Send request frames to the hub as fast as possible.", []argument{num("frames", "How many.")},
 		func(_ context.Context, _ apps.Env, in input) Result { return flood(in.Frames) }},
 	{Stall, "Send request frames to the hub and never read its replies.", []argument{num("frames", "How many.")},

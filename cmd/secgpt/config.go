@@ -140,6 +140,21 @@ type SpokesConfig struct {
 	ScratchDir         string        `yaml:"scratch_dir"`
 	Spares             int           `yaml:"spares"`
 	MaxSpares          int           `yaml:"max_spares"`
+	Disk               DiskConfig    `yaml:"disk"`
+}
+
+// DiskConfig says how long scratch directories live and what they may
+// take of the disk that holds them. Each scratch's own bound is a limit
+// (LimitsConfig.DiskBytes and DiskFiles).
+type DiskConfig struct {
+	// MaxIdle is how long a scratch directory may go unused before it is
+	// removed (at start and then periodically, never while a spoke of
+	// its (user, app) runs); 0 keeps them.
+	MaxIdle time.Duration `yaml:"max_idle"`
+	// ReserveBytes must stay free on the scratch disk: no new scratch of
+	// an app that keeps data is made that would leave less, so a full
+	// scratch never starves what shares the disk.
+	ReserveBytes uint64 `yaml:"reserve_bytes"`
 }
 
 type BudgetsConfig struct {
@@ -193,6 +208,11 @@ type LimitsConfig struct {
 	MemoryBytes uint64 `yaml:"memory_bytes"`
 	// Tasks bounds the processes and threads of the spoke and its server.
 	Tasks uint64 `yaml:"tasks"`
+	// DiskBytes and DiskFiles bound the app's scratch directory of each
+	// user: a tmpfs per spoke, or for an app that keeps data a filesystem
+	// image per (user, app) (a checked quota where the hub is not root).
+	DiskBytes uint64 `yaml:"disk_bytes"`
+	DiskFiles uint64 `yaml:"disk_files"`
 }
 
 type LoggingConfig struct {
@@ -251,6 +271,7 @@ func defaultConfig() Config {
 		Spokes: SpokesConfig{
 			IdleTimeout: 10 * time.Minute, MaxFrameBytes: 1 << 20, MaxFramesPerSecond: 500,
 			ScratchDir: scratch, Spares: 2, MaxSpares: 64,
+			Disk: DiskConfig{MaxIdle: 30 * 24 * time.Hour, ReserveBytes: 1 << 30},
 		},
 		Budgets: BudgetsConfig{
 			MaxQueryBytes: 8 << 10, MaxPlanSteps: 16, MaxLLMCallsPerStep: 8, MaxLLMCallsPerQuery: 32,
@@ -412,6 +433,12 @@ func (c *Config) validate() error {
 	if c.Spokes.MaxSpares < 0 || c.Spokes.MaxSpares > 1024 {
 		return bad("spokes.max_spares", "must be between 0 and 1024")
 	}
+	if c.Spokes.Disk.MaxIdle < 0 {
+		return bad("spokes.disk.max_idle", "must be 0 (keep scratch) or positive")
+	}
+	if rel, err := filepath.Rel(filepath.Clean(c.Spokes.ScratchDir), filepath.Clean(c.Database)); err == nil && !strings.HasPrefix(rel, "..") {
+		return bad("spokes.scratch_dir", "holds the database: apps' scratch and the database must be on different paths, so that apps never reach the database and a full scratch never stops it")
+	}
 	for _, n := range []struct {
 		field string
 		v     int
@@ -547,6 +574,12 @@ func (l LimitsConfig) validate(prefix string) error {
 	}
 	if l.Tasks != 0 && l.Tasks < sandbox.MinTasks {
 		return fmt.Errorf("config: %s.tasks: must be 0 (the default) or at least %d", prefix, sandbox.MinTasks)
+	}
+	if l.DiskBytes != 0 && l.DiskBytes < sandbox.MinDiskBytes {
+		return fmt.Errorf("config: %s.disk_bytes: must be 0 (the default) or at least %d", prefix, sandbox.MinDiskBytes)
+	}
+	if l.DiskFiles != 0 && l.DiskFiles < sandbox.MinDiskFiles {
+		return fmt.Errorf("config: %s.disk_files: must be 0 (the default) or at least %d", prefix, sandbox.MinDiskFiles)
 	}
 	return nil
 }

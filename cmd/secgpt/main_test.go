@@ -66,7 +66,7 @@ func testConfig(t *testing.T, extra string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(scratch) })
+	t.Cleanup(func() { removeScratch(t, scratch) })
 	if err := os.Chmod(scratch, 0o711); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +118,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"bad duration", "deadlines:\n  step: soon\n", "config: "},
 		{"negative budget", "budgets:\n  max_plan_steps: -1\n", "budgets.max_plan_steps: must be positive"},
 		{"address space too small", "sandbox:\n  address_space_bytes: 1048576\n", "sandbox.address_space_bytes: must be 0"},
+		{"scratch too small", "sandbox:\n  disk_bytes: 1024\n", "sandbox.disk_bytes: must be 0"},
+		{"negative scratch age", "spokes:\n  disk: {max_idle: -1h}\n", "spokes.disk.max_idle: must be 0"},
+		{"scratch holding the database", "database: /srv/secgpt/scratch/secgpt.db\nspokes:\n  scratch_dir: /srv/secgpt/scratch\n", "spokes.scratch_dir: holds the database"},
 		{"per-app limits for an unknown app", "sandbox:\n  apps:\n    ghost: {cpu_seconds: 3}\n", "sandbox.apps.ghost: names an app that is not installed"},
 		{"bad log level", "logging:\n  level: loud\n", "logging.level: must be"},
 	}

@@ -57,6 +57,7 @@ var attempts = map[string]attempt{
 	"alloc":         entered(alloc),
 	"spin":          entered(spin),
 	"write_size":    entered(writeSize),
+	"fill":          entered(fill),
 	"open_many":     entered(openMany),
 	"keyctl":        entered(rawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, 0)),
 	"bpf":           entered(rawSyscall(unix.SYS_BPF, unix.BPF_MAP_CREATE, 0)),
@@ -270,6 +271,27 @@ func writeSize(a []string) (string, error) {
 	defer f.Close()
 	n, err := f.Write(make([]byte, atoi(a[1])))
 	return strconv.Itoa(n), err
+}
+
+// fill writes files of a[1] bytes in directory a[0] until a write fails,
+// as a hostile app filling its scratch would; Detail is "<bytes> <files>"
+// written.
+func fill(a []string) (string, error) {
+	chunk := make([]byte, atoi(a[1]))
+	var bytes, files int
+	for i := 0; ; i++ {
+		f, err := os.Create(fmt.Sprintf("%s/f%d", a[0], i))
+		if err != nil {
+			return fmt.Sprintf("%d %d", bytes, files), err
+		}
+		files++
+		n, err := f.Write(chunk)
+		bytes += n
+		f.Close()
+		if err != nil {
+			return fmt.Sprintf("%d %d", bytes, files), err
+		}
+	}
 }
 
 // openMany opens unix sockets until it fails; Detail is the highest fd it

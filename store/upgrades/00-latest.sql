@@ -94,6 +94,19 @@ CREATE TABLE app_discovery (
 	discovered_at INTEGER NOT NULL
 );
 
+-- The scratch directory of a (user, app) is named by a random id, so that
+-- its path says nothing of the user; used_at drives reaping.
+CREATE TABLE scratch (
+	user_id    TEXT    NOT NULL,
+	app        TEXT    NOT NULL,
+	id         TEXT    NOT NULL UNIQUE,
+	created_at INTEGER NOT NULL,
+	used_at    INTEGER NOT NULL,
+
+	PRIMARY KEY (user_id, app)
+);
+CREATE INDEX scratch_used_idx ON scratch (used_at);
+
 -- What the model endpoint billed, per user, app ("" for the hub's own
 -- calls: the planner and the no-app assistant) and UTC day (YYYY-MM-DD).
 -- estimated counts the tokens estimated from bytes, where the endpoint
