@@ -239,6 +239,9 @@ func TestTwoUsersTwoIDs(t *testing.T) {
 		p := strictPolicy(t)
 		p.Scratch = scratch
 		p.Namespaces = true
+		// Kept on the host (not a tmpfs of the spoke's own), where its
+		// owner shows.
+		p.KeepScratch = true
 		pid, stop := holdSpoke(t, p)
 		defer stop()
 		uid, gid := hostIDs(t, pid)
