@@ -220,6 +220,8 @@ func TestTwoUsersTwoIDs(t *testing.T) {
 		p := strictPolicy(t)
 		p.Scratch = scratch
 		p.Namespaces = true
+		// A scratch on the host (a spoke's own tmpfs is not).
+		p.KeepScratch = true
 		pid, stop := holdSpoke(t, p)
 		defer stop()
 		uid, gid := hostIDs(t, pid)
