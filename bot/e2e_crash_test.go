@@ -128,6 +128,20 @@ func (p *crashProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// crashChat starts a bot behind a crash proxy, and an encrypted direct
+// chat with a new user, who allows the fare app always in answer to a
+// first query, then answered.
+func crashChat(t *testing.T, user string) (*crashProxy, *botProc, *human, id.RoomID) {
+	p := newCrashProxy(t)
+	b := startBot(t, botOptions{homeserver: p.srv.URL})
+	alice := newHuman(t, user)
+	room := alice.dm(b, true)
+	q0 := alice.say(room, fareQuery)
+	alice.react(room, alice.waitFor("prompt", botMessage(b, room, q0, "prompt")).ID, "♾️", true)
+	alice.waitFor("answer", botMessage(b, room, q0, "answer"))
+	return p, b, alice, room
+}
+
 // TestExactlyOnceAcrossSIGKILL: the bot is SIGKILLed at each point of an
 // answer's send path, in an encrypted direct chat, and started again. Each
 // query gets exactly one reply: the answer when the bot may have sent it
@@ -135,13 +149,7 @@ func (p *crashProxy) serve(w http.ResponseWriter, r *http.Request) {
 // deduplicates), the restart notice when it cannot have; never both, never
 // neither.
 func TestExactlyOnceAcrossSIGKILL(t *testing.T) {
-	p := newCrashProxy(t)
-	b := startBot(t, botOptions{homeserver: p.srv.URL})
-	alice := newHuman(t, "u-alice")
-	room := alice.dm(b, true)
-	q0 := alice.say(room, fareQuery)
-	alice.react(room, alice.waitFor("prompt", botMessage(b, room, q0, "prompt")).ID, "♾️", true)
-	alice.waitFor("answer", botMessage(b, room, q0, "answer"))
+	p, b, alice, room := crashChat(t, "u-alice")
 
 	for _, c := range []struct {
 		at   string
@@ -184,13 +192,7 @@ func TestExactlyOnceAcrossSIGKILL(t *testing.T) {
 // queued; started again, the bot gives each message exactly one reply:
 // nothing it acknowledged is lost, nothing is answered twice.
 func TestExactlyOnceAcrossSIGKILLInABurst(t *testing.T) {
-	p := newCrashProxy(t)
-	b := startBot(t, botOptions{homeserver: p.srv.URL})
-	alice := newHuman(t, "u-burst")
-	room := alice.dm(b, true)
-	q0 := alice.say(room, fareQuery)
-	alice.react(room, alice.waitFor("prompt", botMessage(b, room, q0, "prompt")).ID, "♾️", true)
-	alice.waitFor("answer", botMessage(b, room, q0, "answer"))
+	p, b, alice, room := crashChat(t, "u-burst")
 
 	killed := p.arm(b, crashLater)
 	var burst []id.EventID

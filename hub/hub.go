@@ -50,6 +50,17 @@
 // (outside the plan, data the user did not type) offers only once and
 // deny.
 //
+// # Budgets
+//
+// What a user's requests may cost is bounded (budget.go): every model call,
+// the planner's as an app's, is checked against the user's token budgets
+// (per request, per UTC day, per app per day) before it is made, on an
+// estimate of its prompt, and counted from what the endpoint bills; a call
+// over a budget is refused with the budget named, never cut short. Each
+// app's stored data is bounded per user, and the runner bounds the hub's
+// own time serving a step. Every decision is on record before what it
+// allows happens (an app's network request included), or is a denial.
+//
 // The hub holds the only LLM client. It never runs app code (spokes do),
 // never lets text from an app widen what a request may do, passes on
 // every checked document only in its canonical encoding, and fails closed:

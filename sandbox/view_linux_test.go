@@ -146,6 +146,25 @@ for p in sys.argv[1:]:
 	}
 }
 
+// TestViewNeedsItsOwnMountNamespace: a process the spoke started before
+// Enter in its mount namespace would have its root moved by the spoke's
+// view: Enter refuses; started with PrepareLaunch, it has its own.
+func TestViewNeedsItsOwnMountNamespace(t *testing.T) {
+	requireView(t)
+	for _, tt := range []struct {
+		args    []string
+		refused bool
+	}{{nil, false}, {[]string{"shared"}, true}} {
+		p := strictPolicy(t)
+		p.Namespaces = true
+		out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "share_mounts", Args: tt.args})
+		refused := strings.Contains(out.EnterError, "shares the spoke's mount namespace")
+		if refused != tt.refused || (!tt.refused && (out.EnterError != "" || out.ExitCode != 0)) {
+			t.Errorf("args %q: exit %d, enter error %q, stderr %s; want refused %v", tt.args, out.ExitCode, out.EnterError, tail(out.Stderr), tt.refused)
+		}
+	}
+}
+
 // holdSpoke starts a spoke under p that stays until the returned stop is
 // called, and returns its pid.
 func holdSpoke(t *testing.T, p sandbox.Policy) (pid int, stop func()) {

@@ -22,12 +22,22 @@ import (
 // user, another app, the network) cost no CPU and are not charged, the
 // encoding of a model request and of a reply are. A call of another app
 // is served in the same goroutine, so its serving counts for its caller's
-// step too. The reader's decoding is timed on the wall clock from when a
-// frame's bytes have all arrived (decodeTimed).
+// step too. The reader's decoding of a frame, once its bytes have all
+// arrived, is timed the same way (decodeTimed).
 
 // ErrHubTime: the spoke kept the hub busy beyond Options.MaxHubTime in one
 // step and was killed.
 var ErrHubTime = errors.New("over its bound on the hub's time")
+
+// cpuOf runs f, which must not block, on one thread and returns the CPU
+// time it took there.
+func cpuOf(f func()) time.Duration {
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	start := threadCPU()
+	f()
+	return threadCPU() - start
+}
 
 // hubMeter accumulates the hub's time on one step and enforces its bound.
 type hubMeter struct {
@@ -72,10 +82,19 @@ func (m *hubMeter) charge() {
 func (m *hubMeter) stop() error {
 	m.charge()
 	if m.max > 0 && m.spent > m.max {
-		return fmt.Errorf("%w: %v of the hub's time in one step, over the bound of %v", ErrHubTime, m.spent.Round(time.Millisecond), m.max)
+		return &hubTimeError{spent: m.spent, max: m.max}
 	}
 	return nil
 }
+
+// hubTimeError is a step over its bound on the hub's time.
+type hubTimeError struct{ spent, max time.Duration }
+
+func (e *hubTimeError) Error() string {
+	return fmt.Sprintf("%v: %v in one step, over %v", ErrHubTime, e.spent.Round(100*time.Microsecond), e.max)
+}
+
+func (e *hubTimeError) Unwrap() error { return ErrHubTime }
 
 // release ends the step's metering, whichever way the step ended, and
 // returns the time charged to it.
@@ -86,5 +105,9 @@ func (m *hubMeter) release() time.Duration {
 
 // hubTimeFailure is how runStep reports a spoke stopped for the hub's time.
 func hubTimeFailure(err error) (string, error) {
-	return "kept the hub busy beyond its bound and was stopped (" + err.Error() + ")", err
+	var e *hubTimeError
+	if errors.As(err, &e) {
+		return fmt.Sprintf("kept the hub busy for %v in one step, over its bound of %v, and was stopped", e.spent.Round(100*time.Microsecond), e.max), err
+	}
+	return "kept the hub busy beyond its bound and was stopped", err
 }

@@ -57,3 +57,19 @@ func TestHubMeterReleaseMidFrame(t *testing.T) {
 		t.Error("the meter still holds the thread")
 	}
 }
+
+// BenchmarkHubMeter is what charging costs per frame served.
+func BenchmarkHubMeter(b *testing.B) {
+	m := hubMeter{decoded: new(atomic.Int64)}
+	for b.Loop() {
+		m.start()
+		_ = m.stop()
+	}
+}
+
+// BenchmarkDecodeTimed is what timing the reader's decoding adds to it.
+func BenchmarkDecodeTimed(b *testing.B) {
+	for b.Loop() {
+		_ = cpuOf(func() {})
+	}
+}

@@ -2,8 +2,9 @@
 // inter-spoke communication (ISC) protocol between them and the hub.
 //
 // The parent side (Manager) spawns the binary re-executed as a child, one
-// process per (user, app, session), supervises it, enforces deadlines and
-// frame limits, and kills it on any fault. The child side (ChildMain)
+// process per (user, app, session), supervises it, enforces deadlines,
+// frame limits and a bound on the hub's own time spent serving it
+// (hubtime.go), and kills it on any fault. The child side (ChildMain)
 // confines itself through package sandbox before it reads its first frame,
 // then runs steps: the app's functions, and its own model's turns, which it
 // can only obtain from the hub.

@@ -28,8 +28,8 @@ const spareArg = "--spare"
 // starts. App names are identifiers, so no app is called that.
 const AnyApp = "*"
 
-// spareStarts is how many spares start at once: each start forks this
-// process, so more at a time only compete for its CPU.
+// spareStarts is how many spares start at once: more at a time only
+// compete for the CPU with the requests they are started for.
 const spareStarts = 2
 
 // spareState is the manager's bookkeeping of spares, under its mutex.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -71,6 +72,7 @@ var attempts = map[string]attempt{
 	"pid_namespace": pidNamespace,
 	"stat":          entered(statPaths),
 	"hold":          hold,
+	"share_mounts":  shareMounts,
 }
 
 // Main is the child program: args are the encoded policy (or NoEnter), the
@@ -607,4 +609,23 @@ func hold(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
 			return "", nil
 		}
 	}
+}
+
+// shareMounts starts a process in its own mount namespace (with
+// PrepareLaunch) or, with args[0] "shared", in the child's, as a spoke
+// that forgot PrepareLaunch would, then enters: building a view would move
+// that process's root too.
+func shareMounts(enter func() error, _ sandbox.Policy, args []string) (string, error) {
+	cmd := exec.Command("/bin/sleep", "30")
+	if len(args) == 0 || args[0] != "shared" {
+		sandbox.PrepareLaunch(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	return "", enter()
 }
