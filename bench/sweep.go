@@ -39,9 +39,9 @@ type Burst struct {
 	// model, which is cheap beside it) during the wave, and per query.
 	CPUMS         float64 `json:"cpu_ms"`
 	CPUMSPerQuery float64 `json:"cpu_ms_per_query"`
-	// Processes are this process's children after the wave (spokes and
-	// spares), with their resident and proportional memory summed, and
-	// this process's own.
+	// Processes are this process's descendants after the wave (the
+	// spoke spawner, spokes and spares), with their resident and
+	// proportional memory summed, and this process's own.
 	Processes int     `json:"processes"`
 	SpokeRSS  float64 `json:"spokes_rss_mib"`
 	SpokePSS  float64 `json:"spokes_pss_mib"`
@@ -170,18 +170,23 @@ func cpuTime() (time.Duration, error) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
-// children are this process's child processes.
+// children are this process's descendants: the spoke spawner, the spokes
+// and spares it started, and their servers.
 func children() []int {
 	var out []int
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(out, pid) {
-				out = append(out, pid)
+	for next := []string{"self"}; len(next) > 0; {
+		tasks, _ := filepath.Glob("/proc/" + next[0] + "/task/*/children")
+		next = next[1:]
+		for _, t := range tasks {
+			b, err := os.ReadFile(t)
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(out, pid) {
+					out = append(out, pid)
+					next = append(next, f)
+				}
 			}
 		}
 	}

@@ -1,9 +1,10 @@
 // Package spoke runs apps in isolated child processes ("spokes") and owns the
 // inter-spoke communication (ISC) protocol between them and the hub.
 //
-// The parent side (Manager) spawns the binary re-executed as a child, one
-// process per (user, app, session), supervises it, enforces deadlines and
-// frame limits, and kills it on any fault. The child side (ChildMain)
+// The parent side (Manager) runs the spoke binary, one process per (user,
+// app, session), supervises it, enforces deadlines and frame limits, and
+// kills it on any fault. It never forks itself for a spoke: a spawner, the
+// spoke binary started once per Manager, does (see spawner.go). The child side (ChildMain)
 // confines itself through package sandbox before it reads its first frame,
 // then runs steps: the app's functions, and its own model's turns, which it
 // can only obtain from the hub.
@@ -26,7 +27,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"syscall"
@@ -129,7 +129,9 @@ type PolicyFunc func(k Key) (sandbox.Policy, error)
 
 // Options configure a Manager. Zero values take the defaults noted.
 type Options struct {
-	// Binary is the executable re-executed as a spoke; default /proc/self/exe.
+	// Binary is the spoke binary: its ChildMain runs the spawner, every
+	// spoke and every external app's launcher. Default /proc/self/exe
+	// (this binary must then dispatch to ChildMain when IsChild).
 	Binary string
 	// Policy gives each spoke its sandbox policy. Required.
 	Policy PolicyFunc
@@ -186,6 +188,9 @@ type Manager struct {
 	refill     chan struct{} // asks keepSpares for more
 	stopSpares chan struct{}
 	sparesDone chan struct{}
+
+	spawnerMu sync.Mutex
+	spawner   *spawner // started at the first spawn; replaced when it dies
 }
 
 // NewManager returns a Manager and starts its idle reaper.
@@ -302,6 +307,7 @@ func (m *Manager) Close() {
 	for _, p := range procs {
 		p.kill(ErrClosed)
 	}
+	m.closeSpawner()
 }
 
 func (m *Manager) failure(k Key, msg string, cause error) error {
@@ -464,7 +470,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 // child is a started spoke process that the manager does not supervise
 // yet: a spare, or a spoke waiting to become ready.
 type child struct {
-	cmd    *exec.Cmd
+	proc   *spokeProc
 	conn   net.Conn
 	stderr io.ReadCloser
 	// launch is a spare's end of the pipe on which it waits for its
@@ -479,9 +485,9 @@ type child struct {
 
 // discard kills a child that will not be used, and reaps it.
 func (c *child) discard() {
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	_ = c.cmd.Process.Kill()
+	c.proc.kill()
 	c.conn.Close()
+	c.stderr.Close()
 	if c.tunnels != nil {
 		c.tunnels.Close()
 	}
@@ -489,16 +495,28 @@ func (c *child) discard() {
 		c.launch.Close()
 	}
 	go func() {
-		_ = c.cmd.Wait()
+		_ = c.proc.wait()
+		c.proc.release()
 		if c.cg != nil {
 			c.cg.Remove()
 		}
 	}()
 }
 
-// spawn starts the binary with args under policy, with its ISC channel on
-// fd 3 and fd4, when not nil, on fd 4. label names the app in errors.
+// spawn starts the binary with args under policy, through the spawner,
+// with its ISC channel on fd 3 and fd4, when not nil, on fd 4. label names
+// the app in errors.
 func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbox.Policy) (*child, error) {
+	// The checks whose errors the caller needs whole (a missing
+	// protection, a scratch directory the spoke could not use) run here;
+	// the spawner runs them again in sandbox.Prepare.
+	if err := sandbox.PrepareScratch(policy); err != nil {
+		return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
+	}
+	encoded, err := policy.Encode()
+	if err != nil {
+		return nil, &Failure{App: label, Message: "has no usable sandbox policy", Err: err}
+	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("failed to create ISC socket pair: %w", err)
@@ -511,11 +529,9 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 	if err != nil {
 		return nil, fmt.Errorf("failed to open ISC channel: %w", err)
 	}
-	cmd := exec.Command(m.opts.Binary, args...)
-	cmd.Args[0] = "secgpt-spoke"
-	cmd.ExtraFiles = []*os.File{childFile} // fd 3
+	files := []*os.File{childFile} // fd 3
 	if fd4 != nil || policy.Profile == sandbox.ProfileProxy {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, fd4) // fd 4; closed if nil
+		files = append(files, fd4) // fd 4; closed if nil
 	}
 	var tunnels *net.UnixConn
 	if policy.Profile == sandbox.ProfileProxy {
@@ -525,7 +541,7 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 			return nil, err
 		}
 		defer spokeEnd.Close()
-		cmd.ExtraFiles = append(cmd.ExtraFiles, spokeEnd) // fd 5: TunnelFD
+		files = append(files, spokeEnd) // fd 5: TunnelFD
 	}
 	closeAll := func() {
 		conn.Close()
@@ -533,33 +549,37 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 			tunnels.Close()
 		}
 	}
-	stderr, err := cmd.StderrPipe()
+	stderr, stderrW, err := os.Pipe()
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("failed to open spoke log pipe: %w", err)
 	}
-	if err := sandbox.Prepare(cmd, policy); err != nil {
-		closeAll()
-		return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
-	}
+	defer stderrW.Close()
 	var cg *sandbox.Cgroup
 	if policy.Cgroup {
 		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
 			closeAll()
+			stderr.Close()
 			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	sp, err := m.liveSpawner()
+	var proc *spokeProc
+	if err == nil {
+		proc, err = sp.spawn(args, encoded, stderrW, files, m.opts.StartTimeout)
+	}
+	if err != nil {
 		closeAll()
+		stderr.Close()
 		if cg != nil {
 			cg.Remove()
 		}
 		return nil, &Failure{App: label, Message: "could not start", Err: err}
 	}
-	c := &child{cmd: cmd, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}
+	c := &child{proc: proc, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}
 	if cg != nil {
 		// Fail closed: a spoke outside its cgroup has no memory bound.
-		if err := cg.Add(cmd.Process.Pid); err != nil {
+		if err := cg.Add(proc.pid); err != nil {
 			c.discard()
 			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 		}
@@ -567,13 +587,41 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 	return c, nil
 }
 
+// liveSpawner returns the manager's spawner, starting one if none runs
+// (the first start, or the last spawner died).
+func (m *Manager) liveSpawner() (*spawner, error) {
+	m.spawnerMu.Lock()
+	defer m.spawnerMu.Unlock()
+	if m.spawner != nil && m.spawner.alive() {
+		return m.spawner, nil
+	}
+	if m.spawner != nil {
+		m.opts.Log.Warn().Err(m.spawner.err).Msg("Spoke spawner died; starting a new one")
+	}
+	sp, err := startSpawner(m.opts.Binary, m.opts.Log.With().Str("component", "spawner").Logger())
+	if err != nil {
+		return nil, err
+	}
+	m.spawner = sp
+	return sp, nil
+}
+
+// closeSpawner ends the spawner, if one runs.
+func (m *Manager) closeSpawner() {
+	m.spawnerMu.Lock()
+	defer m.spawnerMu.Unlock()
+	if m.spawner != nil {
+		m.spawner.close()
+	}
+}
+
 // ready supervises c as the spoke for key and waits for its ready frame.
 // spawned is when the start began; prestarted, whether c was a spare.
 func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Time, prestarted bool) (*process, error) {
 	p := &process{
 		key:        key,
-		cmd:        c.cmd,
-		pid:        c.cmd.Process.Pid,
+		proc:       c.proc,
+		pid:        c.proc.pid,
 		conn:       c.conn,
 		tunnels:    c.tunnels,
 		enc:        NewEncoder(c.conn, m.opts.MaxFrame),

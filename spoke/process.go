@@ -9,10 +9,8 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -28,7 +26,7 @@ import (
 // process is one running spoke child.
 type process struct {
 	key  Key
-	cmd  *exec.Cmd
+	proc *spokeProc
 	pid  int
 	conn net.Conn
 	// tunnels is the hub's end of the tunnel socket of a ProfileProxy
@@ -80,8 +78,7 @@ func (p *process) kill(cause error) {
 	})
 	p.killed.Store(true)
 	// The child leads its own process group (sandbox.Prepare sets Setpgid).
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-	_ = p.cmd.Process.Kill()
+	p.proc.kill()
 	p.conn.Close()
 	if p.tunnels != nil {
 		p.tunnels.Close()
@@ -108,7 +105,7 @@ func (p *process) deathCause() error {
 }
 
 func (p *process) wait() {
-	err := p.cmd.Wait()
+	err := p.proc.wait()
 	if oom := p.outOfMemory(); oom != nil {
 		err = oom
 	}
@@ -119,8 +116,11 @@ func (p *process) wait() {
 		p.log.Debug().Err(err).Msg("Spoke exited")
 	}
 	// Whatever the spoke left in its group goes with it: an external app's
-	// server, which its spoke could not signal across their sandboxes.
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	// server, which its spoke could not signal across their sandboxes. The
+	// spawner keeps the spoke a zombie, its pid and group its own, until
+	// it is released.
+	p.proc.kill()
+	p.proc.release()
 	// What the spoke wrote before it exited (a result, then exit: an
 	// external app whose server failed) is still read; the deadline ends
 	// the reader should a descendant hold the spoke's end open.

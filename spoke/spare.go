@@ -124,7 +124,7 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 	}
 	c.launch = nil
 	if err != nil {
-		m.opts.Log.Debug().Err(err).Int("spoke_pid", c.cmd.Process.Pid).Msg("Spare spoke is gone; starting one")
+		m.opts.Log.Debug().Err(err).Int("spoke_pid", c.proc.pid).Msg("Spare spoke is gone; starting one")
 		c.discard()
 		return nil, nil
 	}

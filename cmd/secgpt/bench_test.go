@@ -69,7 +69,7 @@ func BenchmarkSpokeStart(b *testing.B) {
 	b.Run("binary", func(b *testing.B) {
 		samples := make([]time.Duration, 0, b.N)
 		for b.Loop() {
-			cmd := exec.Command(binary, spoke.ChildArg)
+			cmd := exec.Command(spokeBin, spoke.ChildArg)
 			cmd.Env = []string{}
 			start := time.Now()
 			if err := cmd.Run(); err == nil {
@@ -101,7 +101,7 @@ func BenchmarkSpokeStart(b *testing.B) {
 			cfg.Spokes.ScratchDir = filepath.Join(scratch, "s")
 			cfg.Spokes.Spares = c.spares
 			opts := spokeOptions(cfg, zerolog.Nop())
-			opts.Binary = binary
+			opts.Binary = spokeBin
 			m, err := spoke.NewManager(opts)
 			if err != nil {
 				b.Fatal(err)
