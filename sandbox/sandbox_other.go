@@ -93,6 +93,14 @@ func NewCgroup(Limits) (*Cgroup, error) {
 	return nil, fmt.Errorf("%w: cgroup: %s", ErrUnprotected, unsupported)
 }
 
+// OpenCgroup fails: there are no cgroups here.
+func OpenCgroup([]string, Limits) (*Cgroup, error) {
+	return nil, fmt.Errorf("%w: cgroup: %s", ErrUnprotected, unsupported)
+}
+
+// Dirs is empty.
+func (c *Cgroup) Dirs() []string { return nil }
+
 // Add does nothing.
 func (c *Cgroup) Add(int) error { return nil }
 

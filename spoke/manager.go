@@ -448,7 +448,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 		}
 		defer fd4.Close()
 	}
-	c, err := m.spawn(key.appLabel(), append(append([]string{ChildArg}, args...), extra...), fd4, policy)
+	c, err := m.spawn(ctx, key.appLabel(), append(append([]string{ChildArg}, args...), extra...), fd4, policy)
 	if err != nil {
 		if fill != nil {
 			_ = fill()
@@ -476,7 +476,8 @@ type child struct {
 	// launch is a spare's end of the pipe on which it waits for its
 	// launch arguments; nil for any other child.
 	launch *os.File
-	// cg is its cgroup; nil where the machine offers none.
+	// cg is its cgroup, which its spawner made and removes; nil where
+	// the machine offers none.
 	cg *sandbox.Cgroup
 	// tunnels is the hub's end of a ProfileProxy spoke's tunnel socket;
 	// nil for any other child.
@@ -494,19 +495,17 @@ func (c *child) discard() {
 	if c.launch != nil {
 		c.launch.Close()
 	}
+	// The spawner reaps it, and removes its cgroup, once released.
 	go func() {
 		_ = c.proc.wait()
 		c.proc.release()
-		if c.cg != nil {
-			c.cg.Remove()
-		}
 	}()
 }
 
 // spawn starts the binary with args under policy, through the spawner,
 // with its ISC channel on fd 3 and fd4, when not nil, on fd 4. label names
 // the app in errors.
-func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbox.Policy) (*child, error) {
+func (m *Manager) spawn(ctx context.Context, label string, args []string, fd4 *os.File, policy sandbox.Policy) (*child, error) {
 	// The checks whose errors the caller needs whole (a missing
 	// protection, a scratch directory the spoke could not use) run here;
 	// the spawner runs them again in sandbox.Prepare.
@@ -555,31 +554,25 @@ func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbo
 		return nil, fmt.Errorf("failed to open spoke log pipe: %w", err)
 	}
 	defer stderrW.Close()
-	var cg *sandbox.Cgroup
-	if policy.Cgroup {
-		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
-			closeAll()
-			stderr.Close()
-			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
-		}
-	}
 	sp, err := m.liveSpawner()
 	var proc *spokeProc
 	if err == nil {
-		proc, err = sp.spawn(args, encoded, stderrW, files, m.opts.StartTimeout)
+		proc, err = sp.spawn(ctx, args, encoded, stderrW, files)
 	}
 	if err != nil {
 		closeAll()
 		stderr.Close()
-		if cg != nil {
-			cg.Remove()
+		var se *sandboxError
+		if errors.As(err, &se) {
+			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: se.err}
 		}
 		return nil, &Failure{App: label, Message: "could not start", Err: err}
 	}
-	c := &child{proc: proc, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}
-	if cg != nil {
+	c := &child{proc: proc, conn: conn, stderr: stderr, tunnels: tunnels}
+	if policy.Cgroup {
 		// Fail closed: a spoke outside its cgroup has no memory bound.
-		if err := cg.Add(proc.pid); err != nil {
+		// The spawner moved it in before it replied.
+		if c.cg, err = sandbox.OpenCgroup(proc.cgroup, policy.Limits.WithDefaults(policy.Profile)); err != nil {
 			c.discard()
 			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 		}

@@ -120,6 +120,7 @@ func (p *process) wait() {
 	// spawner keeps the spoke a zombie, its pid and group its own, until
 	// it is released.
 	p.proc.kill()
+	// The spawner reaps it, and removes its cgroup.
 	p.proc.release()
 	// What the spoke wrote before it exited (a result, then exit: an
 	// external app whose server failed) is still read; the deadline ends
@@ -130,11 +131,6 @@ func (p *process) wait() {
 		p.tunnels.Close()
 	}
 	close(p.dead)
-	// Only once the process is known dead: removing the cgroup waits for
-	// the kernel to finish with what was in it.
-	if p.cg != nil {
-		p.cg.Remove()
-	}
 }
 
 // outOfMemory is an ErrOutOfMemory error if the kernel killed a process of

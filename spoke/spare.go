@@ -1,6 +1,7 @@
 package spoke
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -54,7 +55,7 @@ func (m *Manager) spawnSpare() (*child, error) {
 		return nil, fmt.Errorf("failed to make the launch pipe: %w", err)
 	}
 	defer r.Close()
-	c, err := m.spawn("spare", []string{ChildArg, spareArg}, r, m.opts.SparePolicy)
+	c, err := m.spawn(context.Background(), "spare", []string{ChildArg, spareArg}, r, m.opts.SparePolicy)
 	if err != nil {
 		w.Close()
 		return nil, err

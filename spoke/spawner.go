@@ -2,6 +2,7 @@ package spoke
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,8 +31,11 @@ import (
 // with it, and the next start runs a new spawner.
 var ErrSpawnerDied = errors.New("the spoke spawner died")
 
-// spawnerStartTimeout bounds the spawner's own start-up.
-const spawnerStartTimeout = 10 * time.Second
+// spawnerAnswerTimeout bounds the spawner's answer to one start, its wait
+// for the starts before it included. It is not the spoke's start timeout
+// (Options.StartTimeout, which bounds spawn to ready once the spoke runs),
+// only the bound past which a spawner counts as hung.
+const spawnerAnswerTimeout = time.Minute
 
 // spawnRequest is the hub's message to the spawner: a spoke to start, or a
 // spoke to reap.
@@ -50,11 +54,17 @@ type spawnRequest struct {
 // spawnerReply is the spawner's message to the hub: the outcome of
 // request ID, or, with ID 0, that spoke PID ended with Status.
 type spawnerReply struct {
-	ID     uint64 `json:"id,omitempty"`
-	PID    int    `json:"pid,omitempty"`
-	Err    string `json:"err,omitempty"`
-	Exited bool   `json:"exited,omitempty"`
-	Status uint32 `json:"status,omitempty"` // a syscall.WaitStatus
+	ID  uint64 `json:"id,omitempty"`
+	PID int    `json:"pid,omitempty"`
+	Err string `json:"err,omitempty"`
+	// Sandbox says Err is a failure to sandbox the spoke.
+	Sandbox bool `json:"sandbox,omitempty"`
+	// Cgroup are the directories of the spoke's cgroup (see
+	// sandbox.OpenCgroup), which the spawner made and moved it into
+	// before it replied, and removes once the spoke is released.
+	Cgroup []string `json:"cgroup,omitempty"`
+	Exited bool     `json:"exited,omitempty"`
+	Status uint32   `json:"status,omitempty"` // a syscall.WaitStatus
 }
 
 // spawner is a running spawner process.
@@ -74,16 +84,18 @@ type spawner struct {
 
 // spawnOutcome is a spawn request's outcome: the spoke, or why none.
 type spawnOutcome struct {
-	proc *spokeProc
-	err  string
+	proc    *spokeProc
+	err     string
+	sandbox bool // err is a failure to sandbox it
 }
 
 // spokeProc is a spoke started by a spawner: its pid and how it ended.
 type spokeProc struct {
-	pid  int
-	sp   *spawner
-	done chan struct{}
-	err  error // nil for exit status 0; set before done is closed
+	pid    int
+	cgroup []string // its cgroup's directories, if it has one
+	sp     *spawner
+	done   chan struct{}
+	err    error // nil for exit status 0; set before done is closed
 
 	mu       sync.Mutex
 	released bool // reaped (or its spawner is gone): the pid is no longer its
@@ -224,9 +236,9 @@ func (s *spawner) read() {
 		}
 		ch, ok := s.pending[r.ID]
 		delete(s.pending, r.ID)
-		out := spawnOutcome{err: r.Err}
+		out := spawnOutcome{err: r.Err, sandbox: r.Sandbox}
 		if r.PID > 0 {
-			out.proc = &spokeProc{pid: r.PID, sp: s, done: make(chan struct{})}
+			out.proc = &spokeProc{pid: r.PID, cgroup: r.Cgroup, sp: s, done: make(chan struct{})}
 			s.procs[r.PID] = out.proc
 		}
 		s.mu.Unlock()
@@ -244,7 +256,7 @@ func (s *spawner) read() {
 // args, prepared under policy (encoded), with stderr as its stderr and
 // files from fd 3 on (a nil entry is closed in the spoke). The caller keeps
 // its files and closes them.
-func (s *spawner) spawn(args []string, policy string, stderr *os.File, files []*os.File, timeout time.Duration) (*spokeProc, error) {
+func (s *spawner) spawn(ctx context.Context, args []string, policy string, stderr *os.File, files []*os.File) (*spokeProc, error) {
 	req := spawnRequest{Args: args, Policy: policy}
 	rights := []int{int(stderr.Fd())}
 	for _, f := range files {
@@ -274,26 +286,36 @@ func (s *spawner) spawn(args []string, policy string, stderr *os.File, files []*
 		s.forget(req.ID)
 		return nil, fmt.Errorf("failed to ask the spoke spawner: %w", err)
 	}
-	timer := time.NewTimer(timeout)
+	timer := time.NewTimer(spawnerAnswerTimeout)
 	defer timer.Stop()
+	var cause error
 	select {
 	case out := <-ch:
 		if out.proc == nil {
 			if !s.alive() {
 				return nil, s.err
 			}
+			if out.sandbox {
+				return nil, &sandboxError{errors.New(out.err)}
+			}
 			return nil, errors.New(out.err)
 		}
 		return out.proc, nil
+	case <-ctx.Done():
+		cause = context.Cause(ctx)
 	case <-timer.C:
-		if !s.forget(req.ID) {
-			// The reply came meanwhile.
-			if out := <-ch; out.proc != nil {
-				out.proc.discard()
-			}
-		}
-		return nil, fmt.Errorf("the spoke spawner did not answer within %v", timeout)
+		// A spawner that does not answer is broken: its successor
+		// serves the next start.
+		cause = fmt.Errorf("the spoke spawner did not answer within %v and was stopped", spawnerAnswerTimeout)
+		s.close()
 	}
+	if !s.forget(req.ID) {
+		// The reply came meanwhile.
+		if out := <-ch; out.proc != nil {
+			out.proc.discard()
+		}
+	}
+	return nil, cause
 }
 
 // forget drops request id and reports whether it was still pending.

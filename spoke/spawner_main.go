@@ -31,8 +31,14 @@ const maxSpawnRequest = 1 << 20
 // maxSpawnFiles bounds the descriptors of one request: stderr, fds 3–5.
 const maxSpawnFiles = 4
 
+// starters is how many spokes the spawner starts at once: a start waits
+// for the kernel to make the spoke's namespaces and for its exec, which
+// other starts may overlap.
+const starters = 4
+
 // spawnerServer is the spawner process: it starts spokes for the hub on
-// one thread, the one their Pdeathsig follows, and reports each one's end.
+// starters threads, which their Pdeathsig follows, and reports each one's
+// end.
 type spawnerServer struct {
 	conn   *net.UnixConn
 	wmu    sync.Mutex
@@ -62,7 +68,9 @@ func spawnerMain() int {
 		return exitProtocol
 	}
 	s := &spawnerServer{conn: conn, starts: make(chan spawnJob), release: map[int]chan struct{}{}}
-	go s.starter()
+	for range starters {
+		go s.starter()
+	}
 	buf := make([]byte, maxSpawnRequest)
 	oob := make([]byte, syscall.CmsgSpace(maxSpawnFiles*4))
 	for {
@@ -94,15 +102,16 @@ func spawnerMain() int {
 	}
 }
 
-// starter starts every spoke from one thread, locked for the spawner's
-// life: a child's Pdeathsig fires when the thread that started it ends.
+// starter starts spokes from one thread, locked for the spawner's life: a
+// child's Pdeathsig fires when the thread that started it ends.
 func (s *spawnerServer) starter() {
 	goruntime.LockOSThread()
 	for job := range s.starts {
 		err := s.start(job)
 		closeFiles(job.files)
 		if err != nil {
-			s.send(spawnerReply{ID: job.req.ID, Err: err.Error()})
+			var se *sandboxError
+			s.send(spawnerReply{ID: job.req.ID, Err: err.Error(), Sandbox: errors.As(err, &se)})
 		}
 	}
 }
@@ -126,25 +135,53 @@ func (s *spawnerServer) start(job spawnJob) error {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
 	}
 	if err := sandbox.Prepare(cmd, policy); err != nil {
-		return err
+		return &sandboxError{err}
+	}
+	var cg *sandbox.Cgroup
+	if policy.Cgroup {
+		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
+			return &sandboxError{err}
+		}
 	}
 	if err := cmd.Start(); err != nil {
+		if cg != nil {
+			cg.Remove()
+		}
 		return err
 	}
 	pid := cmd.Process.Pid
+	reply := spawnerReply{ID: job.req.ID, PID: pid}
+	if cg != nil {
+		// Fail closed: a spoke outside its cgroup has no memory bound
+		// and is not used.
+		if err := cg.Add(pid); err != nil {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			cg.Remove()
+			return &sandboxError{err}
+		}
+		reply.Cgroup = cg.Dirs()
+	}
 	rel := make(chan struct{})
 	s.mu.Lock()
 	s.release[pid] = rel
 	s.mu.Unlock()
 	// The reply goes before the spoke's end can be reported.
-	s.send(spawnerReply{ID: job.req.ID, PID: pid})
-	go s.watch(cmd, rel)
+	s.send(reply)
+	go s.watch(cmd, rel, cg)
 	return nil
 }
 
+// sandboxError is a failure to sandbox a spoke, which the hub reports as
+// such.
+type sandboxError struct{ err error }
+
+func (e *sandboxError) Error() string { return e.err.Error() }
+
 // watch reports how the spoke ended, keeping it a zombie until the hub
-// releases it, then reaps it.
-func (s *spawnerServer) watch(cmd *exec.Cmd, rel chan struct{}) {
+// releases it, then reaps it and removes its cgroup.
+func (s *spawnerServer) watch(cmd *exec.Cmd, rel chan struct{}, cg *sandbox.Cgroup) {
 	pid := cmd.Process.Pid
 	status, err := waitNoReap(pid)
 	if err != nil {
@@ -153,6 +190,11 @@ func (s *spawnerServer) watch(cmd *exec.Cmd, rel chan struct{}) {
 	s.send(spawnerReply{Exited: true, PID: pid, Status: uint32(status)})
 	<-rel
 	_ = cmd.Wait()
+	if cg != nil {
+		// Only once the spoke is reaped: removing the cgroup waits for
+		// the kernel to finish with what was in it.
+		cg.Remove()
+	}
 }
 
 func (s *spawnerServer) released(pid int) {

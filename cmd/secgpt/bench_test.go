@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +113,7 @@ func BenchmarkSpokeStart(b *testing.B) {
 			step := spoke.Step{ID: "s1", Function: "estimate_fare",
 				Args: json.RawMessage(`{"start_point":"Main Street","end_point":"Elm Avenue"}`)}
 			samples := make([]time.Duration, 0, b.N)
+			var rssSamples, pssSamples []float64
 			i := 0
 			for b.Loop() {
 				if c.wait {
@@ -134,10 +137,43 @@ func BenchmarkSpokeStart(b *testing.B) {
 				}
 				samples = append(samples, info.Startup)
 				b.StopTimer()
+				rss, pss := restingMemory(b, info.PID)
+				rssSamples, pssSamples = append(rssSamples, rss), append(pssSamples, pss)
 				m.StopUser(k.User)
 				b.StartTimer()
 			}
 			reportPercentiles(b, samples)
+			slices.Sort(rssSamples)
+			slices.Sort(pssSamples)
+			b.ReportMetric(rssSamples[len(rssSamples)/2], "rss-MiB")
+			b.ReportMetric(pssSamples[len(pssSamples)/2], "pss-MiB")
 		})
 	}
+}
+
+// restingMemory is the resident and proportional set size, in MiB, of the
+// spoke pid at rest after its request, from /proc/<pid>/smaps_rollup.
+func restingMemory(b *testing.B, pid int) (rss, pss float64) {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "Rss:":
+			rss = kb / 1024
+		case "Pss:":
+			pss = kb / 1024
+		}
+	}
+	return rss, pss
 }
