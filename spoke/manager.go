@@ -453,6 +453,10 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 		if fill != nil {
 			_ = fill()
 		}
+		if ctx.Err() != nil {
+			// It waited for the spawner past the caller's end.
+			return nil, m.notStarted(ctx, key, false)
+		}
 		return nil, err
 	}
 	// The spoke starts its app's server only once it has read fd 4, which
