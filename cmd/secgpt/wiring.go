@@ -198,6 +198,10 @@ func checkSandbox(cfg Config, stderr io.Writer, log zerolog.Logger) error {
 	for _, line := range caps.Lines() {
 		fmt.Fprintln(stderr, "sandbox:", line)
 	}
+	if bin, err := spokeBinary(cfg); err == nil {
+		// A missing one fails the start where the spokes' manager starts.
+		fmt.Fprintln(stderr, "sandbox: apps run in", bin+", started by a spawner process, not by this one")
+	}
 	err := caps.Check(sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandboxLimits(cfg.Sandbox, ""), Namespaces: cfg.Sandbox.Namespaces})
 	if err == nil {
 		return nil
