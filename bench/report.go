@@ -213,14 +213,14 @@ func (r *Report) Print(w io.Writer) {
 	if len(r.Sweep) > 0 {
 		fmt.Fprintln(w, "\nUsers arriving at once, one single-app query each (isolated; cold, then the same users again, warm):")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "users\t\tp50 ms\tp95 ms\tp95/single\tqueries/s\tCPU ms/query\tprocesses\tRSS MiB\tPSS MiB\thub RSS MiB\terrors\t")
+		fmt.Fprintln(tw, "users\t\tp50 ms\tp95 ms\tp95/single\tqueries/s\tCPU ms/query\tspokes' CPU ms/query\tprocesses\tRSS MiB\tPSS MiB\thub RSS MiB\terrors\t")
 		for _, l := range r.Sweep {
 			for _, b := range []struct {
 				name string
 				b    Burst
 			}{{"cold", l.Cold}, {"warm", l.Warm}} {
-				fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t%d\t%.0f\t%.0f\t%.0f\t%d\t\n", l.Users, b.name,
-					b.b.P50MS, b.b.P95MS, b.b.VsSingle, b.b.Throughput, b.b.CPUMSPerQuery, b.b.Processes, b.b.SpokeRSS, b.b.SpokePSS, b.b.HubRSS, b.b.Errors)
+				fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%d\t%.0f\t%.0f\t%.0f\t%d\t\n", l.Users, b.name,
+					b.b.P50MS, b.b.P95MS, b.b.VsSingle, b.b.Throughput, b.b.CPUMSPerQuery, b.b.SpokeCPUMSPerQuery, b.b.Processes, b.b.SpokeRSS, b.b.SpokePSS, b.b.HubRSS, b.b.Errors)
 			}
 		}
 		tw.Flush()

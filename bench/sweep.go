@@ -39,6 +39,10 @@ type Burst struct {
 	// model, which is cheap beside it) during the wave, and per query.
 	CPUMS         float64 `json:"cpu_ms"`
 	CPUMSPerQuery float64 `json:"cpu_ms_per_query"`
+	// SpokeCPUMSPerQuery is the CPU time this process's descendants (the
+	// spokes, their servers, spares) spent during the wave, per query: of
+	// those still running after it, at the kernel's clock-tick grain.
+	SpokeCPUMSPerQuery float64 `json:"spoke_cpu_ms_per_query"`
 	// Processes are this process's descendants after the wave (the
 	// spoke spawner, spokes and spares), with their resident and
 	// proportional memory summed, and this process's own.
@@ -124,6 +128,7 @@ func burst(ctx context.Context, h *hub.Hub, n int) (Burst, error) {
 		}()
 	}
 	ready.Wait()
+	spokes0 := descendantsCPU()
 	cpu0, err := cpuTime()
 	if err != nil {
 		return Burst{}, err
@@ -142,6 +147,9 @@ func burst(ctx context.Context, h *hub.Hub, n int) (Burst, error) {
 		CPUMS:      float64(cpu1-cpu0) / float64(time.Millisecond),
 	}
 	b.CPUMSPerQuery = b.CPUMS / float64(n)
+	for pid, t := range descendantsCPU() {
+		b.SpokeCPUMSPerQuery += float64(t-spokes0[pid]) / float64(time.Millisecond) / float64(n)
+	}
 	for _, err := range errs {
 		if err != nil {
 			if b.Errors == 0 {
@@ -170,23 +178,68 @@ func cpuTime() (time.Duration, error) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
+// descendantsCPU is the user and system CPU time of each process below
+// this one, by PID.
+func descendantsCPU() map[int]time.Duration {
+	out := map[int]time.Duration{}
+	for todo := childrenOf("self"); len(todo) > 0; {
+		pid := todo[0]
+		todo = append(todo[1:], childrenOf(strconv.Itoa(pid))...)
+		if t, ok := processCPU(pid); ok {
+			out[pid] = t
+		}
+	}
+	return out
+}
+
+// clockTick is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// processCPU reads a process's user and system time from /proc/PID/stat.
+func processCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// pid (comm) state ppid ...: utime and stime are the 12th and 13th
+	// fields after the command, which may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * clockTick, true
+}
+
 // children are this process's descendants: the spoke spawner, the spokes
 // and spares it started, and their servers.
 func children() []int {
 	var out []int
-	for next := []string{"self"}; len(next) > 0; {
-		tasks, _ := filepath.Glob("/proc/" + next[0] + "/task/*/children")
-		next = next[1:]
-		for _, t := range tasks {
-			b, err := os.ReadFile(t)
-			if err != nil {
-				continue
-			}
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(out, pid) {
-					out = append(out, pid)
-					next = append(next, f)
-				}
+	for todo := childrenOf("self"); len(todo) > 0; {
+		pid := todo[0]
+		todo = append(todo[1:], childrenOf(strconv.Itoa(pid))...)
+		out = append(out, pid)
+	}
+	return out
+}
+
+// childrenOf are a process's child processes ("self" for this one).
+func childrenOf(pid string) []int {
+	var out []int
+	tasks, _ := filepath.Glob("/proc/" + pid + "/task/*/children")
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(out, pid) {
+				out = append(out, pid)
 			}
 		}
 	}

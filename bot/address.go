@@ -19,6 +19,7 @@ const (
 	cmdReset   = "reset"
 	cmdCancel  = "cancel"
 	cmdAudit   = "audit"
+	cmdUsage   = "usage"
 	cmdUnknown = "" // a prefixed word that is no command
 )
 
@@ -32,6 +33,7 @@ var commandList = []struct{ Name, Args, Help string }{
 	{cmdReset, "", "end your session: \"this session\" permissions end and your apps stop"},
 	{cmdCancel, "", "stop the request I am working on for you"},
 	{cmdAudit, "", "your latest permission decisions"},
+	{cmdUsage, "", "what your requests cost today (model tokens, per app), your apps' stored data, and the limits"},
 }
 
 func isCommand(word string) bool {

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/crypto/cryptohelper"
 	"maunium.net/go/mautrix/event"
@@ -41,6 +40,7 @@ type Hub interface {
 	Grants(ctx context.Context, user string) ([]store.Grant, error)
 	Revoke(ctx context.Context, user, app string) (int, error)
 	Audit(ctx context.Context, user string, limit int) ([]store.AuditEntry, error)
+	Usage(ctx context.Context, user string) (hub.UsageReport, error)
 	Apps() []apps.Spec
 }
 
@@ -86,11 +86,12 @@ type Options struct {
 	// AuditEntries is how many decisions !audit shows (default 10).
 	AuditEntries int
 
-	// DB is the project's database (store.Store.DB()); the bot keeps its
-	// tables and mautrix's crypto and state stores there.
-	DB  *dbutil.Database
-	Hub Hub
-	Log zerolog.Logger
+	// Store is the project's store: the bot keeps its tables, written
+	// through the store's group commit, and mautrix's crypto and state
+	// stores in its database.
+	Store *store.Store
+	Hub   Hub
+	Log   zerolog.Logger
 }
 
 func (o *Options) setDefaults() {
@@ -167,7 +168,7 @@ type Bot struct {
 func New(ctx context.Context, opts Options) (*Bot, error) {
 	opts.setDefaults()
 	switch {
-	case opts.DB == nil || opts.Hub == nil:
+	case opts.Store == nil || opts.Hub == nil:
 		return nil, errors.New("bot needs a database and a hub")
 	case opts.Homeserver == "":
 		return nil, errors.New("bot needs a homeserver URL")
@@ -181,7 +182,7 @@ func New(ctx context.Context, opts Options) (*Bot, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openBotDB(ctx, opts.DB, opts.Log)
+	db, err := openBotDB(ctx, opts.Store, opts.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +252,7 @@ func (b *Bot) login(ctx context.Context) error {
 	b.syncer = newSyncer(b)
 	cli.Syncer = b.syncer
 	b.cli = cli
-	ch, err := cryptohelper.NewCryptoHelper(cli, key, b.opts.DB)
+	ch, err := cryptohelper.NewCryptoHelper(cli, key, b.opts.Store.DB())
 	if err != nil {
 		return fmt.Errorf("failed to set up encryption: %w", err)
 	}

@@ -76,6 +76,12 @@ func (b *Bot) command(ctx context.Context, row inboxRow, name, args string) stri
 			fmt.Fprintf(&s, "- %s %s %s: %s (%s)\n", e.Time.UTC().Format(time.DateTime+" MST"), e.Category, code(e.Subject), e.Decision, e.Source)
 		}
 		return s.String()
+	case cmdUsage:
+		rep, err := b.hub.Usage(ctx, user)
+		if err != nil {
+			return fail("read your usage", err)
+		}
+		return usageText(rep, time.Now())
 	}
 	return helpText(prefix)
 }

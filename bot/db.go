@@ -15,6 +15,8 @@ import (
 	"github.com/rs/zerolog"
 	"go.mau.fi/util/dbutil"
 	"maunium.net/go/mautrix/id"
+
+	"github.com/secgpt/secgpt/store"
 )
 
 // VersionTable holds the schema version of the bot's tables.
@@ -53,17 +55,52 @@ const (
 // not be read with it.
 var ErrPickleKeyChanged = errors.New("the crypto pickle key differs from the one this database was created with")
 
-// botDB is the bot's tables in the shared database.
+// botDB is the bot's tables in the shared database. Its writes go through
+// the store's group commit (store.Store.Write): one sync for the writes of
+// many messages, the hub's included. Each waits for its commit: each is
+// followed by something a crash must not find without it (the sync
+// position after a message's entry, an app's run after its message is
+// marked working, a reply sent after it is stored, the next message after
+// a reply's end, which a restart would send again).
 type botDB struct {
 	db *dbutil.Database
+	st *store.Store
 }
 
-func openBotDB(ctx context.Context, parent *dbutil.Database, log zerolog.Logger) (*botDB, error) {
-	db := parent.Child(VersionTable, upgradeTable, dbutil.ZeroLogger(log.With().Str("db_section", "bot").Logger()))
+func openBotDB(ctx context.Context, st *store.Store, log zerolog.Logger) (*botDB, error) {
+	db := st.DB().Child(VersionTable, upgradeTable, dbutil.ZeroLogger(log.With().Str("db_section", "bot").Logger()))
 	if err := db.Upgrade(ctx); err != nil {
 		return nil, fmt.Errorf("failed to upgrade bot tables: %w", err)
 	}
-	return &botDB{db: db}, nil
+	return &botDB{db: db, st: st}, nil
+}
+
+// inWrite marks the context of a write the committer runs: statements
+// under it run in the write's transaction.
+type inWrite struct{}
+
+// write runs fn in the store's next group commit and returns once it is
+// durable; inside a write already, it runs fn there.
+func (d *botDB) write(ctx context.Context, fn func(ctx context.Context) error) error {
+	if ctx.Value(inWrite{}) != nil {
+		return fn(ctx)
+	}
+	return d.st.Write(ctx, func(ctx context.Context) error { return fn(context.WithValue(ctx, inWrite{}, true)) })
+}
+
+// exec runs one statement as a write (see write) and returns the rows it
+// changed.
+func (d *botDB) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	err := d.write(ctx, func(ctx context.Context) error {
+		res, err := d.db.Exec(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
 }
 
 func now() int64 { return time.Now().UnixNano() }
@@ -89,7 +126,7 @@ func (d *botDB) pickleKey(ctx context.Context, configured []byte) ([]byte, error
 		if _, err := rand.Read(key); err != nil {
 			return nil, fmt.Errorf("failed to generate pickle key: %w", err)
 		}
-		if _, err := d.db.Exec(ctx, "INSERT INTO bot_meta (key, value) VALUES ('pickle_key', $1)", base64.StdEncoding.EncodeToString(key)); err != nil {
+		if _, err := d.exec(ctx, "INSERT INTO bot_meta (key, value) VALUES ('pickle_key', $1)", base64.StdEncoding.EncodeToString(key)); err != nil {
 			return nil, fmt.Errorf("failed to store pickle key: %w", err)
 		}
 	}
@@ -99,7 +136,7 @@ func (d *botDB) pickleKey(ctx context.Context, configured []byte) ([]byte, error
 	err = d.db.QueryRow(ctx, "SELECT value FROM bot_meta WHERE key='pickle_key_sha256'").Scan(&storedFP)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		if _, err := d.db.Exec(ctx, "INSERT INTO bot_meta (key, value) VALUES ('pickle_key_sha256', $1)", fp); err != nil {
+		if _, err := d.exec(ctx, "INSERT INTO bot_meta (key, value) VALUES ('pickle_key_sha256', $1)", fp); err != nil {
 			return nil, fmt.Errorf("failed to store pickle key fingerprint: %w", err)
 		}
 	case err != nil:
@@ -126,7 +163,7 @@ func (d *botDB) meta(ctx context.Context, key string) (string, error) {
 
 // setMeta stores a bot_meta value.
 func (d *botDB) setMeta(ctx context.Context, key, value string) error {
-	_, err := d.db.Exec(ctx, "INSERT INTO bot_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value=excluded.value", key, value)
+	_, err := d.exec(ctx, "INSERT INTO bot_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value=excluded.value", key, value)
 	if err != nil {
 		return fmt.Errorf("failed to store %s: %w", key, err)
 	}
@@ -166,14 +203,10 @@ func (d *botDB) seen(ctx context.Context, evt id.EventID) (bool, error) {
 // was already recorded (a replayed sync), in which case nothing changes.
 func (d *botDB) add(ctx context.Context, r inboxRow) (bool, error) {
 	t := now()
-	res, err := d.db.Exec(ctx, `INSERT INTO bot_inbox
+	n, err := d.exec(ctx, `INSERT INTO bot_inbox
 		(event_id, room_id, user_id, thread_root, kind, body, state, received_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT (event_id) DO NOTHING`,
 		r.EventID, r.RoomID, r.UserID, r.ThreadRoot, r.Kind, r.Body, r.State, t)
-	if err != nil {
-		return false, fmt.Errorf("failed to add to inbox: %w", err)
-	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return false, fmt.Errorf("failed to add to inbox: %w", err)
 	}
@@ -203,7 +236,7 @@ func (d *botDB) next(ctx context.Context, user id.UserID) (inboxRow, bool, error
 
 // setState moves a message to state, recording the answer's event ID if any.
 func (d *botDB) setState(ctx context.Context, evt id.EventID, state string, answer id.EventID) error {
-	_, err := d.db.Exec(ctx, "UPDATE bot_inbox SET state=$2, answer_event_id=$3, updated_at=$4 WHERE event_id=$1", evt, state, answer, now())
+	_, err := d.exec(ctx, "UPDATE bot_inbox SET state=$2, answer_event_id=$3, updated_at=$4 WHERE event_id=$1", evt, state, answer, now())
 	if err != nil {
 		return fmt.Errorf("failed to update inbox: %w", err)
 	}
@@ -222,7 +255,7 @@ type reply struct {
 // sending, before the reply goes out: from here on a restart sends the
 // same reply under the same ID rather than anything else.
 func (d *botDB) startSending(ctx context.Context, r reply) error {
-	_, err := d.db.Exec(ctx, "UPDATE bot_inbox SET state=$2, reply_txn=$3, reply_text=$4, reply_kind=$5, reply_done=$6, updated_at=$7 WHERE event_id=$1",
+	_, err := d.exec(ctx, "UPDATE bot_inbox SET state=$2, reply_txn=$3, reply_text=$4, reply_kind=$5, reply_done=$6, updated_at=$7 WHERE event_id=$1",
 		r.Row.EventID, stateSending, r.Txn, r.Text, r.Kind, r.Done, now())
 	if err != nil {
 		return fmt.Errorf("failed to store a reply: %w", err)
@@ -233,7 +266,10 @@ func (d *botDB) startSending(ctx context.Context, r reply) error {
 // finishSending moves a sending message to state and erases the reply's
 // text, which may hold what the user later asks to forget.
 func (d *botDB) finishSending(ctx context.Context, evt id.EventID, state string, answer id.EventID) error {
-	_, err := d.db.Exec(ctx, "UPDATE bot_inbox SET state=$2, answer_event_id=$3, reply_text='', reply_txn='', reply_kind='', reply_done='', updated_at=$4 WHERE event_id=$1",
+	// Waited for: a crash that lost it would send the reply again, and
+	// the homeserver does not take a transaction ID sent again after a
+	// restart as the same (TestExactlyOnceAcrossSIGKILLInABurst).
+	_, err := d.exec(ctx, "UPDATE bot_inbox SET state=$2, answer_event_id=$3, reply_text='', reply_txn='', reply_kind='', reply_done='', updated_at=$4 WHERE event_id=$1",
 		evt, state, answer, now())
 	if err != nil {
 		return fmt.Errorf("failed to update inbox: %w", err)
@@ -258,7 +294,7 @@ func (d *botDB) sending(ctx context.Context) ([]reply, error) {
 // (the user hears of it otherwise), marks it interrupted. It runs once at
 // start, before any message is served.
 func (d *botDB) interruptWorking(ctx context.Context, notice func(inboxRow) (reply, bool)) error {
-	return d.db.DoTxn(ctx, nil, func(ctx context.Context) error {
+	return d.write(ctx, func(ctx context.Context) error {
 		rows, err := d.db.Query(ctx, "SELECT "+inboxColumns+" FROM bot_inbox WHERE state=$1", stateWorking)
 		working, err := dbutil.NewRowIterWithError(rows, scanInbox, err).AsList()
 		if err != nil {
@@ -299,11 +335,7 @@ func (d *botDB) undelivered(ctx context.Context, user id.UserID) ([]inboxRow, er
 // claimUndelivered marks a failed message reported, and reports false when
 // it no longer was failed: someone else is telling the user.
 func (d *botDB) claimUndelivered(ctx context.Context, evt id.EventID) (bool, error) {
-	res, err := d.db.Exec(ctx, "UPDATE bot_inbox SET state=$2, updated_at=$3 WHERE event_id=$1 AND state=$4", evt, stateReported, now(), stateFailed)
-	if err != nil {
-		return false, fmt.Errorf("failed to update inbox: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := d.exec(ctx, "UPDATE bot_inbox SET state=$2, updated_at=$3 WHERE event_id=$1 AND state=$4", evt, stateReported, now(), stateFailed)
 	if err != nil {
 		return false, fmt.Errorf("failed to update inbox: %w", err)
 	}
@@ -314,11 +346,11 @@ func (d *botDB) claimUndelivered(ctx context.Context, evt id.EventID) (bool, err
 // asked them, which show their data: the rows stay, so that a replayed
 // event is still recognised and a prompt left open can still be closed.
 func (d *botDB) forget(ctx context.Context, user id.UserID) error {
-	return d.db.DoTxn(ctx, nil, func(ctx context.Context) error {
-		if _, err := d.db.Exec(ctx, "UPDATE bot_inbox SET body='' WHERE user_id=$1 AND state NOT IN ('queued', 'working', 'sending')", user); err != nil {
+	return d.write(ctx, func(ctx context.Context) error {
+		if _, err := d.exec(ctx, "UPDATE bot_inbox SET body='' WHERE user_id=$1 AND state NOT IN ('queued', 'working', 'sending')", user); err != nil {
 			return fmt.Errorf("failed to erase inbox: %w", err)
 		}
-		if _, err := d.db.Exec(ctx, "UPDATE bot_prompts SET markdown='' WHERE user_id=$1", user); err != nil {
+		if _, err := d.exec(ctx, "UPDATE bot_prompts SET markdown='' WHERE user_id=$1", user); err != nil {
 			return fmt.Errorf("failed to erase prompts: %w", err)
 		}
 		return nil
@@ -340,7 +372,7 @@ type prompt struct {
 }
 
 func (d *botDB) addPrompt(ctx context.Context, p prompt) error {
-	_, err := d.db.Exec(ctx, `INSERT INTO bot_prompts
+	_, err := d.exec(ctx, `INSERT INTO bot_prompts
 		(event_id, room_id, user_id, query_event_id, markdown, state, expires_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		p.EventID, p.RoomID, p.UserID, p.QueryEventID, p.Markdown, promptPending, p.Expires.UnixNano(), now())
@@ -352,7 +384,7 @@ func (d *botDB) addPrompt(ctx context.Context, p prompt) error {
 
 // closePrompt records a prompt's end.
 func (d *botDB) closePrompt(ctx context.Context, evt id.EventID, state, outcome string) error {
-	_, err := d.db.Exec(ctx, "UPDATE bot_prompts SET state=$2, outcome=$3 WHERE event_id=$1", evt, state, outcome)
+	_, err := d.exec(ctx, "UPDATE bot_prompts SET state=$2, outcome=$3 WHERE event_id=$1", evt, state, outcome)
 	if err != nil {
 		return fmt.Errorf("failed to close prompt: %w", err)
 	}
@@ -361,7 +393,7 @@ func (d *botDB) closePrompt(ctx context.Context, evt id.EventID, state, outcome 
 
 // setPromptText updates what a prompt's close needs (prompt.Markdown).
 func (d *botDB) setPromptText(ctx context.Context, evt id.EventID, text string) error {
-	if _, err := d.db.Exec(ctx, "UPDATE bot_prompts SET markdown=$2 WHERE event_id=$1 AND markdown<>''", evt, text); err != nil {
+	if _, err := d.exec(ctx, "UPDATE bot_prompts SET markdown=$2 WHERE event_id=$1 AND markdown<>''", evt, text); err != nil {
 		return fmt.Errorf("failed to update prompt: %w", err)
 	}
 	return nil
@@ -395,7 +427,7 @@ func (d *botDB) pendingPrompts(ctx context.Context) ([]prompt, error) {
 
 // addSent records one of the bot's own messages.
 func (d *botDB) addSent(ctx context.Context, evt id.EventID, room id.RoomID, kind string) error {
-	_, err := d.db.Exec(ctx, "INSERT INTO bot_sent (event_id, room_id, kind, sent_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", evt, room, kind, now())
+	_, err := d.exec(ctx, "INSERT INTO bot_sent (event_id, room_id, kind, sent_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", evt, room, kind, now())
 	if err != nil {
 		return fmt.Errorf("failed to record sent message: %w", err)
 	}
@@ -421,7 +453,7 @@ func (d *botDB) prune(ctx context.Context, before time.Time) error {
 		"DELETE FROM bot_prompts WHERE created_at < $1 AND state <> 'pending'",
 		"DELETE FROM bot_sent WHERE sent_at < $1",
 	} {
-		if _, err := d.db.Exec(ctx, q, t); err != nil {
+		if _, err := d.exec(ctx, q, t); err != nil {
 			return fmt.Errorf("failed to prune bot tables: %w", err)
 		}
 	}

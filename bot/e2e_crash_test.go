@@ -4,6 +4,7 @@ package bot_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"maunium.net/go/mautrix/event"
+	"maunium.net/go/mautrix/id"
 )
 
 // crashProxy stands between the bot and Dendrite and kills the bot at one
@@ -124,6 +128,20 @@ func (p *crashProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// crashChat starts a bot behind a crash proxy, and an encrypted direct
+// chat with a new user, who allows the fare app always in answer to a
+// first query, then answered.
+func crashChat(t *testing.T, user string) (*crashProxy, *botProc, *human, id.RoomID) {
+	p := newCrashProxy(t)
+	b := startBot(t, botOptions{homeserver: p.srv.URL})
+	alice := newHuman(t, user)
+	room := alice.dm(b, true)
+	q0 := alice.say(room, fareQuery)
+	alice.react(room, alice.waitFor("prompt", botMessage(b, room, q0, "prompt")).ID, "♾️", true)
+	alice.waitFor("answer", botMessage(b, room, q0, "answer"))
+	return p, b, alice, room
+}
+
 // TestExactlyOnceAcrossSIGKILL: the bot is SIGKILLed at each point of an
 // answer's send path, in an encrypted direct chat, and started again. Each
 // query gets exactly one reply: the answer when the bot may have sent it
@@ -131,13 +149,7 @@ func (p *crashProxy) serve(w http.ResponseWriter, r *http.Request) {
 // deduplicates), the restart notice when it cannot have; never both, never
 // neither.
 func TestExactlyOnceAcrossSIGKILL(t *testing.T) {
-	p := newCrashProxy(t)
-	b := startBot(t, botOptions{homeserver: p.srv.URL})
-	alice := newHuman(t, "u-alice")
-	room := alice.dm(b, true)
-	q0 := alice.say(room, fareQuery)
-	alice.react(room, alice.waitFor("prompt", botMessage(b, room, q0, "prompt")).ID, "♾️", true)
-	alice.waitFor("answer", botMessage(b, room, q0, "answer"))
+	p, b, alice, room := crashChat(t, "u-alice")
 
 	for _, c := range []struct {
 		at   string
@@ -171,5 +183,42 @@ func TestExactlyOnceAcrossSIGKILL(t *testing.T) {
 				t.Errorf("killed at %s: answer %q", c.at, got)
 			}
 		}
+	}
+}
+
+// TestExactlyOnceAcrossSIGKILLInABurst: with the inbox's writes in the
+// store's group commit, a burst of messages, queued behind each other, is
+// cut by a SIGKILL a moment after the first answer went out, its end only
+// queued; started again, the bot gives each message exactly one reply:
+// nothing it acknowledged is lost, nothing is answered twice.
+func TestExactlyOnceAcrossSIGKILLInABurst(t *testing.T) {
+	p, b, alice, room := crashChat(t, "u-burst")
+
+	killed := p.arm(b, crashLater)
+	var burst []id.EventID
+	for range 4 {
+		burst = append(burst, alice.say(room, fareQuery))
+	}
+	select {
+	case <-killed:
+	case <-time.After(waitTimeout):
+		t.Fatal("the bot never reached the point")
+	}
+	b.start()
+	for i, q := range burst {
+		alice.waitFor(fmt.Sprintf("reply %d", i), func(evt *event.Event) bool {
+			return botMessage(b, room, q, "answer")(evt) || botMessage(b, room, q, "notice")(evt)
+		})
+	}
+	alice.command(b, room, "!help")
+	for i, q := range burst {
+		answers, notices := len(alice.all(botMessage(b, room, q, "answer"))), len(alice.all(botMessage(b, room, q, "notice")))
+		t.Logf("message %d: %d answers, %d restart notices", i, answers, notices)
+		if answers+notices != 1 {
+			t.Errorf("message %d: %d answers and %d restart notices, want one reply", i, answers, notices)
+		}
+	}
+	if answers := len(alice.all(botMessage(b, room, burst[0], "answer"))); answers != 1 {
+		t.Errorf("the first message of the burst, answered before the kill, has %d answers, want 1", answers)
 	}
 }

@@ -306,6 +306,9 @@ func (h *fakeHub) Revoke(context.Context, string, string) (int, error)   { retur
 func (h *fakeHub) Audit(context.Context, string, int) ([]store.AuditEntry, error) {
 	return nil, nil
 }
+func (h *fakeHub) Usage(context.Context, string) (hub.UsageReport, error) {
+	return hub.UsageReport{}, nil
+}
 func (h *fakeHub) Apps() []apps.Spec { return nil }
 
 // testBot is a Bot on real SQLite and the fake homeserver, running its
@@ -334,7 +337,7 @@ func newTestBot(t *testing.T, opts Options) *testBot {
 	}}
 	opts.Homeserver, opts.UserID, opts.Password = hs.srv.URL, testBotID, "unused"
 	opts.Allow = []string{"@*:x"}
-	opts.DB, opts.Hub, opts.Log = st.DB(), fh, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	opts.Store, opts.Hub, opts.Log = st, fh, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 	b, err := New(ctx, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -608,7 +608,7 @@ func TestTokensWaitForLateDecryption(t *testing.T) {
 func openTestBotDB(t *testing.T) (*store.Store, *botDB) {
 	t.Helper()
 	st := storetest.Open(t)
-	db, err := openBotDB(context.Background(), st.DB(), zerolog.Nop())
+	db, err := openBotDB(context.Background(), st, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,5 +649,34 @@ func TestPlainWords(t *testing.T) {
 		if got := revokedWords(c.n, c.app); got != c.want {
 			t.Errorf("revokedWords(%d, %q) = %q, want %q", c.n, c.app, got, c.want)
 		}
+	}
+}
+
+// TestInboxWritesShareTheStoresCommits: the inbox's writes go through the
+// store's group commit, so that many messages' writes, and the hub's,
+// share one sync; each is durable when it returns.
+func TestInboxWritesShareTheStoresCommits(t *testing.T) {
+	ctx := context.Background()
+	st, db := openTestBotDB(t)
+	before := st.WriteStats().Writes
+	row := inboxRow{EventID: "$1", RoomID: "!r:x", UserID: "@u:x", Kind: "text", Body: "hi", State: stateQueued}
+	if added, err := db.add(ctx, row); err != nil || !added {
+		t.Fatalf("add = %v, %v", added, err)
+	}
+	if err := db.setState(ctx, row.EventID, stateWorking, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.startSending(ctx, reply{Row: row, Txn: "t1", Text: "fine", Kind: kindAnswer, Done: stateAnswered}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.finishSending(ctx, row.EventID, stateAnswered, "$a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.WriteStats().Writes - before; got != 4 {
+		t.Fatalf("%d writes went through the store's commits, want 4", got)
+	}
+	var state string
+	if err := st.DB().QueryRow(ctx, "SELECT state FROM bot_inbox WHERE event_id=$1", row.EventID).Scan(&state); err != nil || state != stateAnswered {
+		t.Fatalf("state = %q (%v), want %s", state, err, stateAnswered)
 	}
 }

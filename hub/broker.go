@@ -36,6 +36,9 @@ type broker struct {
 	// early takes the step's output when the spoke reports it ahead of its
 	// answer; nil ignores such reports.
 	early func(json.RawMessage)
+	// overBudget is the refusal of a model call over a token budget, if
+	// any: the step fails with it.
+	overBudget *BudgetError
 }
 
 var (
@@ -80,7 +83,21 @@ func (b *broker) Complete(ctx context.Context, req spoke.LLMRequest) (spoke.LLMR
 	} else if m, ok := b.h.opts.Models.Apps[b.app]; ok && m != "" {
 		model = m
 	}
-	resp, err := b.h.llm.Complete(ctx, llm.Request{Model: model, Messages: req.Messages, Tools: req.Tools})
+	lreq := llm.Request{Model: model, Messages: req.Messages, Tools: req.Tools}
+	var resp llm.Response
+	err := b.h.complete(ctx, b.q, b.app, lreq, func(ctx context.Context) error {
+		var err error
+		resp, err = b.h.llm.Complete(ctx, lreq)
+		return err
+	})
+	if be, ok := errOverBudget(err); ok {
+		// The step fails with the hub's words, whatever the spoke makes
+		// of the refusal (see Hub.run): the first refusal's.
+		if b.overBudget == nil {
+			b.overBudget = be
+		}
+		return spoke.LLMReply{}, be
+	}
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Str("app", b.label()).Msg("Model call failed")
 		return spoke.LLMReply{}, errors.New(describeLLMError(err, "the model call failed").Message)
@@ -353,7 +370,9 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 	var resp spoke.HTTPResponse
 	var sent []string
 	err := errors.New("network access is not available to apps")
-	if b.h.opts.Egress != nil {
+	if rerr := b.recordAttempt(ctx, b.egressDetail(r)); rerr != nil {
+		err = rerr
+	} else if b.h.opts.Egress != nil {
 		// A spoke's requests come one at a time (spoke.Handler); the
 		// broker shares its capacity fairly between apps.
 		resp, sent, err = b.h.opts.Egress.Do(ctx, b.app, spec.Egress, r)
@@ -378,6 +397,26 @@ func (b *broker) HTTP(ctx context.Context, r spoke.HTTPRequest) (spoke.HTTPRespo
 		b.auditEgress(ctx, "deny", denied)
 	}
 	return resp, err
+}
+
+// errOffTheRecord refuses an app's request whose attempt could not be put
+// on record: the audit log fails closed.
+var errOffTheRecord = errors.New("the request could not be put on record, so it was not sent")
+
+// recordAttempt writes to the audit log, durably, that the app asks to
+// reach the network, before anything of its request may leave: an entry
+// after the fact could not stop a request whose record fails. The
+// outcome follows (auditEgress).
+func (b *broker) recordAttempt(ctx context.Context, detail map[string]any) error {
+	d, _ := json.Marshal(detail)
+	if err := b.h.store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
+		User: b.q.user, SessionID: b.q.session, QueryID: b.q.id, Category: "egress",
+		Subject: b.app, AppVersion: b.h.catalog.hashes[b.app], Decision: "request", Source: "broker", Detail: string(d),
+	}); err != nil {
+		zerolog.Ctx(ctx).Error().Err(err).Str("app", b.app).Msg("Failed to write audit log; refusing the request")
+		return errOffTheRecord
+	}
+	return nil
 }
 
 // egressDetail is what the audit keeps of an app's HTTP request.
@@ -439,7 +478,8 @@ func (b *broker) Data(ctx context.Context, op spoke.DataOp) (spoke.DataReply, er
 	case spoke.DataGet:
 		reply.Body, err = st.GetDoc(ctx, user, app, op.Collection, op.ID)
 	case spoke.DataPut:
-		err = st.PutDoc(ctx, user, app, op.Collection, op.ID, op.Body)
+		bud := b.h.ledger.budgets
+		err = st.PutDocWithin(ctx, store.DocQuota{Bytes: bud.DataBytes, Docs: bud.DataDocs}, user, app, op.Collection, op.ID, op.Body)
 	case spoke.DataDelete:
 		err = st.DeleteDoc(ctx, user, app, op.Collection, op.ID)
 	case spoke.DataList:
@@ -485,12 +525,15 @@ func (b *broker) Tunnel(ctx context.Context, _ spoke.TunnelRequest, conn net.Con
 	var host string
 	var sent bool
 	err := errors.New("network access is not available to apps")
-	if t, ok := b.h.opts.Egress.(EgressTunnel); ok {
+	detail := map[string]any{"method": "TLS", "url": "(unknown)", "via": "tunnel"}
+	if rerr := b.recordAttempt(ctx, maps.Clone(detail)); rerr != nil {
+		err = rerr
+		conn.Close()
+	} else if t, ok := b.h.opts.Egress.(EgressTunnel); ok {
 		host, sent, err = t.Tunnel(ctx, b.app, spec.Egress, conn)
 	} else {
 		conn.Close()
 	}
-	detail := map[string]any{"method": "TLS", "url": "(unknown)", "via": "tunnel"}
 	if host != "" {
 		detail["url"] = redactURL("https://" + host + "/")
 	}

@@ -9,12 +9,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,8 +137,8 @@ func TestEgressAuditSaysWhatLeft(t *testing.T) {
 		egress fixedEgress
 		want   []string // decisions, oldest first
 	}{
-		{"refused before it left", fixedEgress{err: errors.New("domain example.net is not declared by the app")}, []string{"deny"}},
-		{"sent, then refused", fixedEgress{sent: []string{"https://geocoding-api.open-meteo.com"}, err: errors.New("response over the 1024-byte limit")}, []string{"allow", "deny"}},
+		{"refused before it left", fixedEgress{err: errors.New("domain example.net is not declared by the app")}, []string{"request", "deny"}},
+		{"sent, then refused", fixedEgress{sent: []string{"https://geocoding-api.open-meteo.com"}, err: errors.New("response over the 1024-byte limit")}, []string{"request", "allow", "deny"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,5 +166,51 @@ func TestEgressAuditSaysWhatLeft(t *testing.T) {
 				t.Fatalf("egress audit %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// countingEgress counts the requests handed to it.
+type countingEgress struct{ calls *atomic.Int64 }
+
+func (c countingEgress) Do(context.Context, string, []string, spoke.HTTPRequest) (spoke.HTTPResponse, []string, error) {
+	c.calls.Add(1)
+	return spoke.HTTPResponse{Status: 200, Body: []byte("{}")}, []string{"https://geocoding-api.open-meteo.com"}, nil
+}
+
+// TestEgressOffTheRecordIsRefused: an app's request that the audit log
+// cannot take never reaches the egress broker (it fails closed), while the
+// decisions before it, recorded, stand. Before, the request left and its
+// entry, written after, failed in the log alone.
+func TestEgressOffTheRecordIsRefused(t *testing.T) {
+	var calls atomic.Int64
+	sys := hubtest.NewSystem(t, hubtest.Options{Apps: []string{"weather"}, Hub: func(o *hub.Options) { o.Egress = countingEgress{&calls} }})
+	ctx := context.Background()
+	// A full disk or a read-only database for the egress entries alone:
+	// the consent to run the app is on record.
+	if _, err := sys.Store.DB().Exec(ctx, `CREATE TRIGGER no_egress_audit BEFORE INSERT ON audit_log WHEN NEW.category = 'egress'
+		BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := sys.Hub.Handle(ctx, hub.Request{User: alice, Query: "Use weather for 'Paris'.", Consenter: hub.AllowPlanned{}})
+	if n := calls.Load(); n != 0 {
+		t.Errorf("%d requests reached the egress broker with the audit log failing, want none", n)
+	}
+	text := fmt.Sprint(err)
+	if reply != nil {
+		text += reply.Answer
+	}
+	t.Logf("the user heard: %s", text)
+	if !strings.Contains(text, "weather") {
+		t.Errorf("the user was not told the app failed: %s", text)
+	}
+	// With the log back, the request goes out.
+	if _, err := sys.Store.DB().Exec(ctx, `DROP TRIGGER no_egress_audit`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Hub.Handle(ctx, hub.Request{User: alice, Query: "Use weather for 'Paris'.", Consenter: hub.AllowPlanned{}}); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() == 0 {
+		t.Error("no request reached the egress broker with the audit log working")
 	}
 }

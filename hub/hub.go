@@ -50,6 +50,17 @@
 // (outside the plan, data the user did not type) offers only once and
 // deny.
 //
+// # Budgets
+//
+// What a user's requests may cost is bounded (budget.go): every model call,
+// the planner's as an app's, is checked against the user's token budgets
+// (per request, per UTC day, per app per day) before it is made, on an
+// estimate of its prompt, and counted from what the endpoint bills; a call
+// over a budget is refused with the budget named, never cut short. Each
+// app's stored data is bounded per user, and the runner bounds the hub's
+// own time serving a step. Every decision is on record before what it
+// allows happens (an app's network request included), or is a denial.
+//
 // The hub holds the only LLM client. It never runs app code (spokes do),
 // never lets text from an app widen what a request may do, passes on
 // every checked document only in its canonical encoding, and fails closed:
@@ -97,6 +108,13 @@ type Runner interface {
 
 var _ Runner = (*spoke.Manager)(nil)
 
+// Scratch holds the spokes' scratch directories on the hub's disk.
+type Scratch interface {
+	// Forget removes every scratch directory of the user, whose spokes
+	// have stopped.
+	Forget(ctx context.Context, user string) error
+}
+
 // Egress performs one HTTP exchange for an app, only to the registrable
 // domains it declared, and refuses anything else with an error that says
 // why. Implementations fail closed; they are safe for concurrent use.
@@ -130,6 +148,9 @@ type Options struct {
 	Store  *store.Store
 	LLM    LLM
 	Runner Runner
+	// Scratch holds the spokes' scratch directories; nil when the
+	// runner's spokes have none that outlives them.
+	Scratch Scratch
 	// Apps are the installed apps' specs.
 	Apps   []apps.Spec
 	Models Models
@@ -151,6 +172,12 @@ type Options struct {
 	MaxCallDepth        int // default 3
 	HistoryEntries      int // default 20
 	MemoryEntries       int // default 20
+
+	// Budgets bound each user's model tokens and each app's stored data.
+	Budgets Budgets
+	// HubTimePerStep is the bound the runner puts on the hub's time
+	// serving one step's spoke (spoke.Options.MaxHubTime), shown to users.
+	HubTimePerStep time.Duration
 
 	Log zerolog.Logger
 }
@@ -189,6 +216,7 @@ type Hub struct {
 	llm     LLM
 	runner  Runner
 	catalog *catalog
+	ledger  *ledger
 	log     zerolog.Logger
 
 	userMu sync.Mutex
@@ -214,7 +242,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	}
 	return &Hub{
 		opts: opts, store: opts.Store, llm: opts.LLM, runner: opts.Runner,
-		catalog: cat, log: opts.Log, users: map[string]*userState{},
+		catalog: cat, ledger: newLedger(opts.Store, opts.Budgets, nil), log: opts.Log, users: map[string]*userState{},
 	}, nil
 }
 
@@ -274,6 +302,17 @@ type query struct {
 	once     map[string]bool
 	llmCalls int
 	record   *Record
+
+	// tokens is what the query's model calls cost and reserved; the
+	// ledger's lock guards it.
+	tokens int64
+}
+
+// countTokens adds n tokens billed to the query's record.
+func (q *query) countTokens(n int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.record.Tokens += n
 }
 
 func (q *query) onceGranted(key string) bool {
@@ -449,14 +488,20 @@ func (h *Hub) Reset(ctx context.Context, user string) error {
 	return nil
 }
 
-// Forget erases the user's hub memory and every app's memory of the user.
-// The user's spokes, which hold app memory, stop; queries still running are
-// cancelled and can write nothing back.
+// Forget erases the user's hub memory and every app's memory of the user,
+// its scratch directories included. The user's spokes, which hold app
+// memory, stop; queries still running are cancelled and can write nothing
+// back.
 func (h *Hub) Forget(ctx context.Context, user string) error {
 	st := h.userState(user)
 	st.lock()
 	defer st.mu.Unlock()
 	h.endEpoch(st, user)
+	if h.opts.Scratch != nil {
+		if err := h.opts.Scratch.Forget(ctx, user); err != nil {
+			return fmt.Errorf("failed to forget user: %w", err)
+		}
+	}
 	if err := h.store.ForgetUser(ctx, user); err != nil {
 		return fmt.Errorf("failed to forget user: %w", err)
 	}
@@ -508,15 +553,20 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 	q.session = sess
 	start := time.Now()
 
+	named := h.catalog.namedApps(text)
+	// Spares for its spokes start while the planner's model runs.
+	h.expect(q, sortedKeys(named))
 	history, err := h.store.HubMemory(ctx, q.user, h.opts.HistoryEntries)
 	if err != nil {
 		return nil, userError(err, "I could not read your conversation history")
 	}
-	named := h.catalog.namedApps(text)
 	plan, invalid, err := h.plan(ctx, q, history, named)
 	if err != nil {
 		q.record.Error = err.Error()
 		var pe *PlanError
+		if be, ok := errOverBudget(err); ok {
+			return &Reply{Record: q.record}, userError(err, "I did not plan your request: %s", be.Error())
+		}
 		if errors.As(err, &pe) {
 			// Why the plan was refused names its fields and steps: the
 			// log and the record say it, the user gets what to do.

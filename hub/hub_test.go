@@ -13,6 +13,7 @@ import (
 	"time"
 
 	_ "github.com/secgpt/secgpt/apps/all"
+	"github.com/secgpt/secgpt/apps/hostile"
 	"github.com/secgpt/secgpt/hub"
 	"github.com/secgpt/secgpt/hub/hubtest"
 	"github.com/secgpt/secgpt/llm"
@@ -22,7 +23,10 @@ import (
 	"github.com/secgpt/secgpt/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(spoketest.Main(m)) }
+func TestMain(m *testing.M) {
+	hostile.Register()
+	os.Exit(spoketest.Main(m))
+}
 
 const (
 	alice     = "@alice:example.org"

@@ -83,7 +83,9 @@ func (h *Hub) execute(ctx context.Context, q *query, plan Plan, history []store.
 		runs[i] = newStepRun(s)
 		byID[s.ID] = runs[i]
 	}
+	h.expect(q, spokesOf(runs))
 	h.askPlan(ctx, q, runs)
+	h.prestart(ctx, q, runs)
 
 	var wg sync.WaitGroup
 	for _, r := range runs {
@@ -399,12 +401,18 @@ func (h *Hub) run(ctx context.Context, q *query, app string, step spoke.Step, b 
 	if errors.Is(err, errSessionEnded) {
 		return res, info, userError(err, "%s was not run", appLabel(app))
 	}
+	h.ledger.addHubTime(ctx, q.user, app, info.HubTime)
 	if info.PID != 0 {
 		name := app
 		if name == "" {
 			name = "vanilla"
 		}
 		q.recordSpoke(name, info)
+	}
+	if b.overBudget != nil {
+		// The hub refused the step's model call: its words, not the
+		// spoke's, say why, whatever the spoke did after.
+		return spoke.Result{}, info, userError(b.overBudget, "%s was stopped: %s", appLabel(app), b.overBudget.Error())
 	}
 	if err != nil {
 		var f *spoke.Failure

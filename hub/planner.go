@@ -62,15 +62,18 @@ func (h *Hub) plan(ctx context.Context, q *query, history []store.MemoryEntry, n
 	var plan Plan
 	var dropped []DroppedStep
 	var lastErr error // the last reason a plan was refused
-	_, err = h.llm.CompleteJSON(ctx, req, func(b []byte) error {
-		if !q.spendLLMCall(h.opts.MaxLLMCallsPerQuery) {
-			return fmt.Errorf("model call budget exhausted")
-		}
-		p, d, err := parsePlan(b, h.catalog, h.opts.MaxPlanSteps)
-		lastErr = err
-		if err == nil {
-			plan, dropped = p, d
-		}
+	err = h.complete(ctx, q, "", req, func(ctx context.Context) error {
+		_, err := h.llm.CompleteJSON(ctx, req, func(b []byte) error {
+			if !q.spendLLMCall(h.opts.MaxLLMCallsPerQuery) {
+				return fmt.Errorf("model call budget exhausted")
+			}
+			p, d, err := parsePlan(b, h.catalog, h.opts.MaxPlanSteps)
+			lastErr = err
+			if err == nil {
+				plan, dropped = p, d
+			}
+			return err
+		})
 		return err
 	})
 	if err != nil {

@@ -19,13 +19,15 @@ type Record struct {
 	Calls    []CallRecord    `json:"calls"`
 	Spokes   []SpokeRecord   `json:"spokes"`
 	// Answer, Parts, Summary and Notes are the reply (see Reply).
-	Answer     string   `json:"answer,omitempty"`
-	Parts      []Part   `json:"parts,omitempty"`
-	Summary    *Summary `json:"summary,omitempty"`
-	Notes      []Note   `json:"notes,omitempty"`
-	Error      string   `json:"error,omitempty"`
-	LLMCalls   int      `json:"llm_calls"`
-	DurationMS int64    `json:"duration_ms"`
+	Answer   string   `json:"answer,omitempty"`
+	Parts    []Part   `json:"parts,omitempty"`
+	Summary  *Summary `json:"summary,omitempty"`
+	Notes    []Note   `json:"notes,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	LLMCalls int      `json:"llm_calls"`
+	// Tokens is what the query's model calls were billed (or estimated).
+	Tokens     int64 `json:"tokens"`
+	DurationMS int64 `json:"duration_ms"`
 }
 
 // ConsentRecord is one consent decision of the query.

@@ -90,10 +90,13 @@ func PromptBytes(msgs []Message, tools []Tool) int {
 	return n
 }
 
-// Usage counts tokens as reported by the endpoint.
+// Usage counts tokens as reported by the endpoint, or as estimated from
+// bytes (see EstimateTokens) where it reported none.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// Estimated says the counts are an estimate from bytes.
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // Response is one chat completion.

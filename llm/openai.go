@@ -269,10 +269,14 @@ func (c *Client) completeOnce(ctx context.Context, req Request, opts wireOptions
 	if serr != nil {
 		return Response{}, serr
 	}
+	// An answer is billed whether or not it can be used.
+	cost := billed(w, out.promptBytes)
+	meter(ctx, cost)
 	resp, rerr := out.readAnswer(w)
 	if rerr != nil {
 		return Response{}, rerr
 	}
+	resp.Usage = cost
 	if resp.TextToolCalls && !c.toldTextCalls.Swap(true) {
 		zerolog.Ctx(ctx).Warn().Str("model", req.Model).
 			Msg("The endpoint left the model's tool calls as text in its answer; secgpt reads them, but the server's tool-call parser does not match the model (vLLM: --tool-call-parser)")

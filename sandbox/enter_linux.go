@@ -22,18 +22,25 @@ import (
 //  3. resource limits (setLimits);
 //  4. no_new_privs on every thread (set here on the calling thread,
 //     carried to the others by Landlock and seccomp's TSYNC);
-//  5. Landlock: read-only access to the executable and the libraries it
+//  5. a view of its own (buildView), where it holds CAP_SYS_ADMIN in a
+//     mount namespace of its own: a root holding only the paths Landlock
+//     names below, a minimal /dev and its own /proc; then every capability
+//     is dropped;
+//  6. Landlock: read-only access to the executable and the libraries it
 //     maps, to p.ReadOnly, and for ProfileExec and ProfileExecNet to the
 //     system paths (systemPaths); EXECUTE only on p.ExecPath and its ELF interpreter;
 //     read-write access to p.Scratch; no TCP or UDP port but, for
 //     ProfileExecNet, TCP connect to p.ProxyPort and TransparentTCPPorts
 //     and UDP to ResolverPort; abstract unix sockets and signals scoped to
 //     the spoke;
-//  6. the seccomp allowlist of p.Profile, on every thread (TSYNC).
+//  7. the seccomp allowlist of p.Profile, on every thread (TSYNC).
 //
-// First it runs SetUpNamespaces, if the caller did not. Before the limits
-// it drops every capability the process holds (only a ProfileProxy spoke
-// that did not call UpLoopback and DropCapabilities has one). ProfileProxy
+// First it runs SetUpNamespaces, if the caller did not, and bounds the
+// spoke's scratch (mountScratch). Before the limits it drops every
+// capability the process holds (CAP_SYS_ADMIN over its own namespaces,
+// which the scratch and the view need, and, for a ProfileProxy spoke that
+// did not call UpLoopback and DropCapabilities, the network ones). Without
+// a mount namespace of its own the view is off and the report says why. ProfileProxy
 // and ProfileExecNet need a network namespace of their own, as seen from
 // inside (loopback is the only interface).
 //
@@ -78,6 +85,12 @@ func Enter(p Policy) (Report, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
+	// While the spoke may still mount (see SetUpNamespaces).
+	diskOn, diskDetail, err := mountScratch(p)
+	if err != nil {
+		return rep, err
+	}
+
 	n := len(os.Environ())
 	os.Clearenv()
 	rep.add("environment", true, fmt.Sprintf("cleared %d variables", n))
@@ -98,21 +111,35 @@ func Enter(p Policy) (Report, error) {
 		}
 	}
 
-	// A ProfileProxy spoke may hold CAP_NET_ADMIN over its own namespace
-	// until UpLoopback; no spoke runs on with a capability.
+	rep.add(diskProtection, diskOn, diskDetail)
+
+	// Paths are gathered before the view and the limits: reading
+	// /proc/self/maps needs a descriptor and memory, Landlock will forbid
+	// it, and they are the paths the view holds.
+	viewOK, viewWhy := canBuildView()
+	var lp landlockPaths
+	if abi > 0 || viewOK {
+		if lp, err = landlockRules(p); err != nil {
+			return rep, err
+		}
+	}
+	if viewOK {
+		detail, err := buildView(lp)
+		if err != nil {
+			return rep, err
+		}
+		rep.add(viewProtection, true, detail)
+	} else {
+		rep.add(viewProtection, false, viewWhy+": the spoke can stat (not read) the host's files")
+	}
+
+	// A spoke in a mount namespace holds CAP_SYS_ADMIN over it until
+	// here, and a ProfileProxy spoke CAP_NET_ADMIN over its own network
+	// namespace until UpLoopback; no spoke runs on with a capability.
 	if dropped, err := dropCapabilities(); err != nil {
 		return rep, err
 	} else if dropped {
 		rep.add("capabilities", true, "dropped from every thread")
-	}
-
-	// Paths are gathered before the limits: reading /proc/self/maps needs
-	// a descriptor and memory, and Landlock will forbid it.
-	var lp landlockPaths
-	if abi > 0 {
-		if lp, err = landlockRules(p); err != nil {
-			return rep, err
-		}
 	}
 
 	limits, err := setLimits(p.Limits, !(p.Cgroup && p.Profile.executes()))

@@ -112,10 +112,13 @@ func addLoopbackAddr(fd, i int, a netip.Addr) error {
 	return nil
 }
 
-// DropCapabilities drops every capability from every thread: a ProfileProxy
-// spoke calls it once its listeners are open (see UpLoopback).
+// DropCapabilities drops the network capabilities (CAP_NET_ADMIN and
+// CAP_NET_BIND_SERVICE) from every thread: a ProfileProxy spoke calls it
+// once its listeners are open (see UpLoopback). CAP_SYS_ADMIN over its own
+// namespaces stays until Enter, which builds the spoke's view with it and
+// then drops every capability.
 func DropCapabilities() error {
-	_, err := dropCapabilities()
+	_, err := clearCapabilities(1<<unix.CAP_NET_ADMIN | 1<<unix.CAP_NET_BIND_SERVICE)
 	return err
 }
 

@@ -34,9 +34,12 @@ var (
 //     changes to every thread by listing /proc/<getpid()>/task, finds its
 //     threads;
 //   - it bounds the tasks of the namespace to maxTasks where the kernel
-//     keeps a pid_max per namespace (best effort: older kernels have one);
-//   - it drops CAP_SYS_ADMIN, which Prepare gave it for this alone (over
-//     its own namespaces only), from every thread.
+//     keeps a pid_max per namespace (best effort: older kernels have one).
+//
+// It keeps CAP_SYS_ADMIN (over its own namespaces only), which Enter needs
+// to mount the spoke's scratch (mountScratch) and build its view once the
+// spoke knows its policy, and drops: until then the spoke reads nothing
+// untrusted (a spare reads only its launch arguments, from the hub).
 //
 // When PID 1 of a PID namespace exits, the kernel kills every process left
 // in it: nothing a spoke started (an external app's server) outlives it.
@@ -63,9 +66,6 @@ func setUpPIDNamespace() error {
 	// Refused (EINVAL or EPERM) where pid_max is not per namespace; Enter
 	// reports the bound it finds.
 	_ = os.WriteFile("/proc/sys/kernel/pid_max", []byte(strconv.Itoa(maxTasks)), 0)
-	if _, err := clearCapabilities(1 << unix.CAP_SYS_ADMIN); err != nil {
-		return err
-	}
 	return nil
 }
 

@@ -86,19 +86,27 @@ type Limits struct {
 	// Tasks bounds the processes and threads of the spoke and everything
 	// it starts (the cgroup's pids.max).
 	Tasks uint64 `json:"tasks,omitempty"`
+	// DiskBytes bounds the bytes the spoke may keep in its scratch: the
+	// size of its own tmpfs (see Policy.KeepScratch), which is memory of
+	// its cgroup, or the hub's quota on a scratch it keeps.
+	DiskBytes uint64 `json:"disk_bytes,omitempty"`
+	// DiskFiles bounds the files and directories in its scratch: the
+	// tmpfs's nr_inodes, or the hub's quota.
+	DiskFiles uint64 `json:"disk_files,omitempty"`
 }
 
 // DefaultLimits returns the limits of a built-in app's spoke unless the
 // operator says otherwise: 30 CPU seconds, 2 GiB of address space (room for
-// about 90 threads), 64 MiB files, 64 open files, 256 MiB of memory and 128
-// tasks.
+// about 90 threads), 64 MiB files, 64 open files, 256 MiB of memory, 128
+// tasks, and 64 MiB and 1024 files of scratch.
 func DefaultLimits() Limits { return DefaultLimitsFor(ProfileStrict) }
 
 // DefaultLimitsFor returns the default limits of profile p. An external
 // app's server (ProfileExec, ProfileExecNet) gets what real runtimes need:
 // Node's module loader opens more than 64 files and V8 more than 128
 // threads' worth of tasks in a busy process, so 1024 open files, 1 GiB of
-// memory and 256 tasks; its address space is bounded only where no cgroup
+// memory and 256 tasks, and 256 MiB and 8192 files of scratch (a package
+// cache, a database); its address space is bounded only where no cgroup
 // bounds its memory (see Policy.Cgroup).
 func DefaultLimitsFor(p Profile) Limits {
 	l := Limits{
@@ -108,9 +116,12 @@ func DefaultLimitsFor(p Profile) Limits {
 		OpenFiles:    64,
 		Memory:       256 << 20,
 		Tasks:        128,
+		DiskBytes:    64 << 20,
+		DiskFiles:    1024,
 	}
 	if p.executes() {
 		l.OpenFiles, l.Memory, l.Tasks = 1024, 1<<30, 256
+		l.DiskBytes, l.DiskFiles = 256<<20, 8192
 	}
 	return l
 }
@@ -136,6 +147,12 @@ func (l Limits) WithDefaults(p Profile) Limits {
 	if l.Tasks == 0 {
 		l.Tasks = d.Tasks
 	}
+	if l.DiskBytes == 0 {
+		l.DiskBytes = d.DiskBytes
+	}
+	if l.DiskFiles == 0 {
+		l.DiskFiles = d.DiskFiles
+	}
 	return l
 }
 
@@ -145,6 +162,13 @@ const MinMemory = 32 << 20
 
 // MinTasks is the smallest Limits.Tasks: a Go spoke runs about 10 threads.
 const MinTasks = 16
+
+// MinDiskBytes and MinDiskFiles are the smallest Limits.DiskBytes and
+// DiskFiles: room for a few small files.
+const (
+	MinDiskBytes = 1 << 20
+	MinDiskFiles = 16
+)
 
 // Policy is everything the child needs to confine itself. The parent encodes
 // it on the child's command line (Encode) and the child decodes it
@@ -157,6 +181,15 @@ type Policy struct {
 	// Scratch is the private read-write directory of this (user, app), an
 	// absolute path; "" means none. Prepare creates it.
 	Scratch string `json:"scratch,omitempty"`
+	// KeepScratch says Scratch outlives the spoke (an external app's data
+	// across its spokes): the hub bounds it (see Limits.DiskBytes).
+	// Otherwise a ProfileStrict spoke in a mount namespace of its own
+	// mounts a tmpfs of its own over Scratch in Enter, bounded by
+	// Limits.DiskBytes and DiskFiles and gone with it (see mountScratch,
+	// Capabilities.OwnScratch). The other profiles keep theirs: an exec
+	// profile's program starts before Enter, and a ProfileProxy spoke has
+	// dropped its capabilities by then.
+	KeepScratch bool `json:"keep_scratch,omitempty"`
 	// ReadOnly are extra absolute paths (files or directories) the spoke may
 	// read. The executable and the libraries it maps are added by Enter.
 	ReadOnly []string `json:"read_only,omitempty"`
@@ -240,6 +273,9 @@ func (p Policy) Validate() error {
 	}
 	if l.Tasks < MinTasks {
 		return policyError("tasks %d is below the minimum %d", l.Tasks, MinTasks)
+	}
+	if l.DiskBytes < MinDiskBytes || l.DiskFiles < MinDiskFiles {
+		return policyError("disk_bytes %d or disk_files %d is below the minimum %d or %d", l.DiskBytes, l.DiskFiles, MinDiskBytes, MinDiskFiles)
 	}
 	return nil
 }
@@ -347,14 +383,22 @@ type Report struct {
 	Listener int `json:"-"`
 }
 
-// namespacesProtection names the one best-effort entry of a Report.
-const namespacesProtection = "namespaces"
+// namespacesProtection, viewProtection and diskProtection name the
+// best-effort entries of a Report: all are off where the kernel offers
+// spokes no namespaces (the hub then bounds a spoke's scratch itself: see
+// Capabilities.OwnScratch).
+const (
+	namespacesProtection = "namespaces"
+	viewProtection       = "mount view"
+	diskProtection       = "disk"
+)
 
 // Weaker reports whether a protection other than the best-effort
-// namespaces is off, as only happens with Policy.AllowWeaker.
+// namespaces, mount view and disk is off, as only happens with
+// Policy.AllowWeaker.
 func (r Report) Weaker() bool {
 	for _, pr := range r.Protections {
-		if !pr.On && pr.Name != namespacesProtection {
+		if !pr.On && pr.Name != namespacesProtection && pr.Name != viewProtection && pr.Name != diskProtection {
 			return true
 		}
 	}
@@ -380,6 +424,16 @@ type Capabilities struct {
 	// without one only the rlimits bound them.
 	Cgroup       bool   `json:"cgroup"`
 	CgroupDetail string `json:"cgroup_detail"`
+	// UIDs says each live spoke runs under a host uid and gid of its own
+	// (a root hub, see IDRange); without, every spoke runs as one uid.
+	UIDs       bool   `json:"uids"`
+	UIDsDetail string `json:"uids_detail"`
+	// MountView says each spoke in namespaces sees a root of its own that
+	// holds only what its policy names (see Enter); without, it sees the
+	// host's file tree, which Landlock keeps it from reading but not from
+	// stat.
+	MountView       bool   `json:"mount_view"`
+	MountViewDetail string `json:"mount_view_detail"`
 }
 
 // Lines returns one human-readable line per protection, for the binary's
@@ -391,6 +445,8 @@ func (c Capabilities) Lines() []string {
 		"no_new_privs: " + onOff(c.NoNewPrivs),
 		fmt.Sprintf("namespaces: user %s, pid %s, net %s (%s)", onOff(c.UserNS), onOff(c.PIDNS), onOff(c.NetNS), c.NSDetail),
 		"cgroup per spoke: " + onOff(c.Cgroup) + " (" + c.CgroupDetail + cgroupFallback(c.Cgroup) + ")",
+		"uid separation: " + onOff(c.UIDs) + " (" + c.UIDsDetail + ")",
+		"mount view: " + onOff(c.MountView) + " (" + c.MountViewDetail + ")",
 	}
 }
 
@@ -437,6 +493,19 @@ func (c Capabilities) Check(p Policy) error {
 		return &MissingError{Missing: missing}
 	}
 	return nil
+}
+
+// OwnScratch reports whether a spoke under p gets a tmpfs of its own as
+// its scratch (see Policy.KeepScratch): a ProfileStrict spoke that does
+// not keep its scratch and runs as PID 1 of its own PID and mount
+// namespaces. Where it does not, the hub must bound the scratch itself.
+func (c Capabilities) OwnScratch(p Policy) bool {
+	return p.ownScratch() && (p.Namespaces || p.Profile.ownNetwork()) && c.UserNS && c.PIDNS
+}
+
+// ownScratch says a scratch of p would be a tmpfs of the spoke's own.
+func (p Policy) ownScratch() bool {
+	return !p.KeepScratch && p.Profile == ProfileStrict
 }
 
 // String renders the report on one line for a log field.

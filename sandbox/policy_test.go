@@ -136,15 +136,16 @@ func TestCheck(t *testing.T) {
 
 func TestCapabilitiesLines(t *testing.T) {
 	lines := sandbox.Capabilities{Seccomp: true, SeccompDetail: "libseccomp 2.5.4", LandlockABI: 7}.Lines()
-	if len(lines) != 5 || lines[0] != "seccomp: on (libseccomp 2.5.4)" || !strings.HasPrefix(lines[1], "landlock: on (ABI 7") ||
+	if len(lines) != 7 || lines[0] != "seccomp: on (libseccomp 2.5.4)" || !strings.HasPrefix(lines[1], "landlock: on (ABI 7") ||
 		lines[2] != "no_new_privs: off" || !strings.HasPrefix(lines[3], "namespaces: user off") ||
-		!strings.HasPrefix(lines[4], "cgroup per spoke: off") || !strings.Contains(lines[4], "only the rlimits") {
+		!strings.HasPrefix(lines[4], "cgroup per spoke: off") || !strings.Contains(lines[4], "only the rlimits") ||
+		!strings.HasPrefix(lines[5], "uid separation: off") || !strings.HasPrefix(lines[6], "mount view: off") {
 		t.Fatalf("Lines() = %q", lines)
 	}
 }
 
 func TestReportWeaker(t *testing.T) {
-	on := sandbox.Report{Protections: []sandbox.Protection{{Name: "seccomp", On: true}, {Name: "namespaces"}}}
+	on := sandbox.Report{Protections: []sandbox.Protection{{Name: "seccomp", On: true}, {Name: "namespaces"}, {Name: "mount view"}}}
 	off := sandbox.Report{Protections: []sandbox.Protection{{Name: "seccomp", On: true}, {Name: "landlock"}}}
 	if on.Weaker() || !off.Weaker() {
 		t.Fatalf("Weaker: full without namespaces %v, missing landlock %v", on.Weaker(), off.Weaker())

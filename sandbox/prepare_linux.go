@@ -15,11 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// nobody is the uid and gid a spoke runs as when the hub runs as root: a
-// spoke then cannot read root's 0600 files even before Landlock, and has no
-// capability at all.
-const nobody = 65534
-
 // capabilities is Probe, run once: what the kernel offers does not change
 // while the hub runs. Tests replace it to simulate a missing protection.
 var capabilities = sync.OnceValue(Probe)
@@ -34,6 +29,7 @@ func Probe() Capabilities {
 	c.NoNewPrivs = err == nil
 	c.UserNS, c.PIDNS, c.NetNS, c.NSDetail = probeNamespaces()
 	c.Cgroup, c.CgroupDetail = CgroupSupport()
+	c.UIDs, c.UIDsDetail = spokeIDs.detail()
 	if c.PIDNS {
 		// A spoke in a PID namespace needs a /proc of its own (see
 		// SetUpNamespaces).
@@ -41,6 +37,10 @@ func Probe() Capabilities {
 			c.PIDNS = false
 			c.NSDetail += "; no pid namespace: " + why
 		}
+	}
+	c.MountView, c.MountViewDetail = true, "each spoke in namespaces sees its own root: only the paths its policy names, a minimal /dev and its own /proc; stat of anything else is ENOENT"
+	if !c.PIDNS {
+		c.MountView, c.MountViewDetail = false, "no PID and mount namespace for spokes ("+c.NSDetail+"): a spoke can stat, not read, the host's files"
 	}
 	return c
 }
@@ -50,9 +50,10 @@ func Probe() Capabilities {
 // means the namespaces and the mapping were set up; any other error says
 // why they were not.
 func probeNamespaces() (user, pid, net bool, detail string) {
+	uid, gid := probeIDs()
 	try := func(flags uintptr) error {
 		attr := &syscall.SysProcAttr{}
-		setNamespaces(attr, flags)
+		setNamespaces(attr, flags, uid, gid)
 		_, err := syscall.ForkExec("/proc/self/secgpt-namespace-probe", nil, &syscall.ProcAttr{Sys: attr})
 		if errors.Is(err, unix.ENOENT) {
 			return nil
@@ -73,32 +74,43 @@ func probeNamespaces() (user, pid, net bool, detail string) {
 }
 
 func mappingDetail() string {
-	uid, gid := childIDs()
-	return fmt.Sprintf("uid %d and gid %d inside map to themselves outside", uid, gid)
+	if os.Geteuid() == 0 {
+		return fmt.Sprintf("uid and gid %d inside map to the spoke's own host id (see uid separation)", nobody)
+	}
+	return fmt.Sprintf("uid %d and gid %d inside map to themselves outside", os.Geteuid(), os.Getegid())
 }
 
 // pidMount are the namespaces of a spoke in a PID namespace: a mount
-// namespace comes with it, where the spoke mounts its own /proc.
+// namespace comes with it, where the spoke mounts its own /proc and builds
+// its view (see SetUpNamespaces and Enter).
 const pidMount = unix.CLONE_NEWPID | unix.CLONE_NEWNS
 
-// childIDs are the uid and gid a spoke runs as: nobody when the hub is root,
-// else the hub's own (an unprivileged process can map only itself).
-func childIDs() (uid, gid int) {
+// probeIDs are the host ids Probe maps: the first of the spokes' range
+// when the hub is root, else the hub's own (an unprivileged process can
+// map only itself).
+func probeIDs() (uid, gid int) {
 	if os.Geteuid() == 0 {
-		return nobody, nobody
+		spokeIDs.mu.Lock()
+		defer spokeIDs.mu.Unlock()
+		return int(spokeIDs.r.First), int(spokeIDs.r.First)
 	}
 	return os.Geteuid(), os.Getegid()
 }
 
-// setNamespaces asks for the namespaces in flags with a one-id mapping of
-// childIDs to itself. Mapping the spoke's id to itself, not to root inside,
-// means the spoke holds no capability even inside its namespace once it has
-// executed (a non-root uid loses all capabilities on execve).
-func setNamespaces(attr *syscall.SysProcAttr, flags uintptr) {
-	uid, gid := childIDs()
+// setNamespaces asks for the namespaces in flags with a one-id mapping:
+// under a root hub, nobody inside to the spoke's own host uid and gid
+// (hostUID, hostGID) outside; else the hub's ids to themselves. Mapping a
+// non-root id, not root inside, means the spoke holds no capability even
+// inside its namespace once it has executed (a non-root uid loses all
+// capabilities on execve) but those Prepare gives it as ambient ones.
+func setNamespaces(attr *syscall.SysProcAttr, flags uintptr, hostUID, hostGID int) {
+	inUID, inGID := hostUID, hostGID
+	if os.Geteuid() == 0 {
+		inUID, inGID = nobody, nobody
+	}
 	attr.Cloneflags = flags
-	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: inUID, HostID: hostUID, Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: inGID, HostID: hostGID, Size: 1}}
 	if os.Geteuid() == 0 {
 		// Root may allow setgroups, so the spoke drops root's groups.
 		attr.GidMappingsEnableSetgroups = true
@@ -119,39 +131,54 @@ func childEnv() []string {
 //
 //   - Env is childEnv (never nil, which would inherit the hub's environment,
 //     which may hold secrets);
-//   - Dir is p.Scratch, or "/" without one;
+//   - Dir is p.Scratch, or "/" without one or for a spoke that mounts its
+//     own (see mountScratch);
 //   - SysProcAttr puts the spoke in its own process group (the hub kills
 //     the group), sends it SIGKILL when the thread that started it dies,
-//     runs it as uid/gid 65534 when the hub is root, and when p.Namespaces
-//     (always for ProfileProxy and ProfileExecNet) and Probe allow it, in
-//     new user, PID, mount, network and IPC namespaces with its id mapped
-//     to itself; in a PID namespace it gets CAP_SYS_ADMIN over its own
-//     namespaces as an ambient capability, to mount its own /proc
-//     (SetUpNamespaces drops it), and a ProfileProxy spoke in its own
-//     network namespace CAP_NET_ADMIN, to bring up its loopback (UpLoopback
-//     drops it), and CAP_NET_BIND_SERVICE, to listen on ports 80, 443 and
-//     53 there (DropCapabilities drops it);
-//   - p.Scratch is created (0700) and, when the hub is root, given to 65534.
+//     runs it, when the hub is root, as a host uid and gid of its own
+//     leased from the spokes' range (see IDRange; Release returns it), and
+//     when p.Namespaces (always for ProfileProxy and ProfileExecNet) and
+//     Probe allow it, in new user, PID, mount, network and IPC namespaces,
+//     as nobody inside mapped to that id outside; in a PID namespace it
+//     gets CAP_SYS_ADMIN over its own namespaces as an ambient capability,
+//     to mount its own /proc and build its view (Enter drops it), and a
+//     ProfileProxy spoke in its own network namespace CAP_NET_ADMIN, to
+//     bring up its loopback (UpLoopback drops it), and
+//     CAP_NET_BIND_SERVICE, to listen on ports 80, 443 and 53 there
+//     (DropCapabilities drops it);
+//   - p.Scratch is created (0700) and, when the hub is root, given to the
+//     spoke's id, unless the spoke mounts its own (Capabilities.OwnScratch).
 //
 // Prepare fails closed: if Probe finds a protection p needs missing (see
-// Check), it returns a *MissingError and cmd must not be started.
+// Check), or no id is free, it returns an error and cmd must not be
+// started. Once Prepare has returned nil, the caller calls Release(cmd)
+// when cmd's process is gone (or did not start).
 //
 // Pdeathsig fires when the OS thread that started the child exits, not the
 // process: call cmd.Start from a goroutine locked to its thread for the
 // child's lifetime, or kill the child explicitly when the hub stops.
-func Prepare(cmd *exec.Cmd, p Policy) error {
+func Prepare(cmd *exec.Cmd, p Policy) (err error) {
 	caps := capabilities()
 	if err := caps.Check(p); err != nil {
 		return err
 	}
-	uid, gid := childIDs()
+	uid, gid, err := leaseIDs(cmd, p)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			Release(cmd)
+		}
+	}()
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if (p.Namespaces || p.Profile.ownNetwork()) && caps.UserNS {
 		flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWIPC)
 		if caps.PIDNS {
 			flags |= pidMount
 			// Over its own namespaces only, to mount its own /proc
-			// (SetUpNamespaces, which drops it).
+			// (SetUpNamespaces) and build its view (Enter, which
+			// drops it).
 			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_SYS_ADMIN)
 		}
 		if caps.NetNS {
@@ -164,17 +191,17 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 				attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_NET_ADMIN, unix.CAP_NET_BIND_SERVICE)
 			}
 		}
-		setNamespaces(attr, flags)
+		setNamespaces(attr, flags, uid, gid)
 	} else if os.Geteuid() == 0 {
-		attr.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
+		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	cmd.SysProcAttr = attr
 	cmd.Env = childEnv()
 	cmd.Dir = "/"
-	if err := prepareScratch(p); err != nil {
+	if err := prepareScratch(caps, p, uid, gid); err != nil {
 		return err
 	}
-	if p.Scratch != "" {
+	if p.Scratch != "" && !caps.OwnScratch(p) {
 		cmd.Dir = p.Scratch
 	}
 	if attr.Credential != nil {
@@ -192,26 +219,74 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 	return nil
 }
 
-// PrepareScratch is the part of Prepare that p's scratch directory needs: it
-// creates it for the spoke's uid and checks that the uid can reach it. A
-// spoke started ahead of need, by Prepare under a policy without a scratch
-// directory (see Policy.Prestartable), needs it before it is told p. Like
-// Prepare it fails closed: it returns Check's error first.
-func PrepareScratch(p Policy) error {
-	if err := capabilities().Check(p); err != nil {
-		return err
+// leaseIDs returns the host uid and gid cmd's spoke runs as: under a root
+// hub one leased for it alone (nobody under p.AllowWeaker when the range
+// is unusable), else the hub's own, the only ids it can map.
+func leaseIDs(cmd *exec.Cmd, p Policy) (uid, gid int, err error) {
+	if os.Geteuid() != 0 {
+		return os.Geteuid(), os.Getegid(), nil
 	}
-	return prepareScratch(p)
+	var prefer uint32
+	if st, err := os.Lstat(p.Scratch); err == nil && p.Scratch != "" {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			prefer = sys.Uid
+		}
+	}
+	id, err := spokeIDs.lease(cmd, prefer)
+	switch {
+	case err == nil:
+		return int(id), int(id), nil
+	case p.AllowWeaker && !errors.Is(err, ErrUnprotected):
+		return nobody, nobody, nil
+	default:
+		return 0, 0, err
+	}
 }
 
-// prepareScratch makes p.Scratch, if any, a directory that only the spoke's
-// uid can use, and checks that the uid can reach it. An existing symlink is
-// refused: Landlock would follow it.
-func prepareScratch(p Policy) error {
+// PrepareScratch is the part of Prepare that p's scratch directory needs: it
+// creates it for the id of cmd, which Prepare set up, and checks that the
+// id can reach it. A spoke started ahead of need, by Prepare under a
+// policy without a scratch directory (see Policy.Prestartable), needs it
+// before it is told p. Like Prepare it fails closed: it returns Check's
+// error first.
+func PrepareScratch(cmd *exec.Cmd, p Policy) error {
+	caps := capabilities()
+	if err := caps.Check(p); err != nil {
+		return err
+	}
+	uid, gid := SpokeIDs(cmd)
+	return prepareScratch(caps, p, uid, gid)
+}
+
+// PrepareScratchFor is PrepareScratch for a spoke that another process
+// (the spoke spawner) started and gave uid and gid.
+func PrepareScratchFor(p Policy, uid, gid int) error {
+	caps := capabilities()
+	if err := caps.Check(p); err != nil {
+		return err
+	}
+	return prepareScratch(caps, p, uid, gid)
+}
+
+// CheckPolicy returns Check's error for p on this machine: what Prepare
+// refuses first, without preparing anything.
+func CheckPolicy(p Policy) error { return capabilities().Check(p) }
+
+// prepareScratch makes p.Scratch, if any, a directory that only uid can
+// use, and checks that uid can reach it; for a spoke that mounts its own
+// (mountScratch), it checks that uid can reach the scratch root, over
+// which the spoke mounts it. An existing symlink is refused: Landlock
+// would follow it.
+func prepareScratch(caps Capabilities, p Policy, uid, gid int) error {
 	if p.Scratch == "" {
 		return nil
 	}
-	uid, gid := childIDs()
+	if caps.OwnScratch(p) {
+		if uid != os.Geteuid() {
+			return checkReachableBy(filepath.Dir(p.Scratch), uid, gid)
+		}
+		return nil
+	}
 	if err := makeScratch(p.Scratch, uid, gid); err != nil {
 		return err
 	}
@@ -233,13 +308,43 @@ func makeScratch(dir string, uid, gid int) error {
 	if !st.IsDir() {
 		return fmt.Errorf("%w: scratch %s is not a directory", ErrInvalidPolicy, dir)
 	}
-	if os.Geteuid() == 0 {
-		if err := os.Lchown(dir, uid, gid); err != nil {
-			return fmt.Errorf("failed to chown scratch: %w", err)
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 && (int(sys.Uid) != uid || int(sys.Gid) != gid) {
+		if err := handOver(dir, uid, gid); err != nil {
+			return err
 		}
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("failed to chmod scratch: %w", err)
+	}
+	return nil
+}
+
+// handOver gives dir, and everything in it that an earlier spoke owned (an
+// id of the spokes' range, or nobody as every spoke was before), to uid and
+// gid: a (user, app)'s scratch outlives its spoke, and the next spoke of
+// that (user, app) may run under another id. What root or a user owns is
+// never given to a spoke. It follows no symlink; no spoke of dir's (user,
+// app) runs meanwhile.
+func handOver(dir string, uid, gid int) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		sys, ok := info.Sys().(*syscall.Stat_t)
+		if !ok || (int(sys.Uid) == uid && int(sys.Gid) == gid) {
+			return nil
+		}
+		if path != dir && !spokeIDs.spokes(sys.Uid) {
+			return nil
+		}
+		return os.Lchown(path, uid, gid)
+	})
+	if err != nil {
+		return fmt.Errorf("failed to give the scratch to the spoke's id: %w", err)
 	}
 	return nil
 }
@@ -249,7 +354,7 @@ func makeScratch(dir string, uid, gid int) error {
 // directory under a home only root may enter. It is for checks at start;
 // Prepare checks each spoke's own paths again.
 func ReachableBySpokes(dir string) error {
-	uid, gid := childIDs()
+	uid, gid := probeIDs()
 	if uid == os.Geteuid() {
 		return nil
 	}

@@ -60,6 +60,9 @@ func execPolicy(t *testing.T, program string, readOnly ...string) sandbox.Policy
 	p.Profile = sandbox.ProfileExec
 	p.ExecPath = program
 	p.ReadOnly = append(p.ReadOnly, readOnly...)
+	// As an external app's server runs: in its spoke's namespaces, where
+	// it sees only its own view.
+	p.Namespaces = true
 	return p
 }
 

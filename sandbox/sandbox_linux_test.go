@@ -177,11 +177,14 @@ func listenUnix(t *testing.T, network, path string) string {
 	return path
 }
 
-// TestRunsAsNobody checks that a root hub's spoke runs as 65534, with and
-// without namespaces.
-func TestRunsAsNobody(t *testing.T) {
+// TestRunsAsOwnID checks that a root hub's spoke runs as nobody inside its
+// user namespace and, on the host, as an id of the spokes' range, which also
+// owns its scratch; without namespaces it runs as that id directly.
+func TestRunsAsOwnID(t *testing.T) {
 	sbxtest.RequireFull(t)
 	sbxtest.RequireRoot(t)
+	r := sandbox.DefaultIDRange
+	inRange := func(id int) bool { return id >= int(r.First) && id < int(r.First)+int(r.Count) }
 	for _, ns := range []bool{false, true} {
 		t.Run(fmt.Sprintf("namespaces=%v", ns), func(t *testing.T) {
 			if ns && !sandbox.Probe().UserNS {
@@ -189,17 +192,27 @@ func TestRunsAsNobody(t *testing.T) {
 			}
 			p := strictPolicy(t)
 			p.Namespaces = ns
+			// A scratch the hub makes (a spoke's own tmpfs is not on
+			// its disk: TestScratchBounded).
+			p.KeepScratch = true
 			out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "ids"})
 			expect{allowed: true}.check(t, out)
-			if out.Detail != "65534 65534" {
-				t.Fatalf("child uid gid = %q, want 65534 65534", out.Detail)
+			var uid, gid int
+			if _, err := fmt.Sscan(out.Detail, &uid, &gid); err != nil {
+				t.Fatalf("child ids %q: %v", out.Detail, err)
+			}
+			if ns && (uid != 65534 || gid != 65534) {
+				t.Fatalf("child uid gid = %q inside its namespace, want 65534 65534", out.Detail)
+			}
+			if !ns && (!inRange(uid) || gid != uid) {
+				t.Fatalf("child uid gid = %q, want one id of %+v", out.Detail, r)
 			}
 			st, err := os.Stat(p.Scratch)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 65534 || st.Mode().Perm() != 0o700 {
-				t.Fatalf("scratch owned by %d mode %v, want 65534 0700", sys.Uid, st.Mode().Perm())
+			if sys := st.Sys().(*syscall.Stat_t); !inRange(int(sys.Uid)) || sys.Gid != sys.Uid || st.Mode().Perm() != 0o700 {
+				t.Fatalf("scratch owned by %d:%d mode %v, want an id of %+v, 0700", sys.Uid, sys.Gid, st.Mode().Perm(), r)
 			}
 		})
 	}
@@ -219,7 +232,13 @@ func TestNamespaces(t *testing.T) {
 	p := strictPolicy(t)
 	p.Namespaces = true
 	out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "read", Args: []string{"/etc/shadow"}})
-	expect{errno: "EACCES"}.check(t, out)
+	// Not in its view (ENOENT) where it has a mount namespace; Landlock
+	// denies it (EACCES) where not.
+	denied := "EACCES"
+	if caps.PIDNS {
+		denied = "ENOENT"
+	}
+	expect{errno: denied}.check(t, out)
 	for _, pr := range out.Report.Protections {
 		if pr.Name != "namespaces" {
 			continue
@@ -238,12 +257,12 @@ func TestReportAllOn(t *testing.T) {
 	sbxtest.RequireFull(t)
 	out := sbxtest.Run(t, sbxtest.Child{Policy: strictPolicy(t), Attempt: "ready"})
 	expect{allowed: true}.check(t, out)
-	want := []string{"environment", "file descriptors", "namespaces", "rlimits", "no_new_privs", "landlock", "seccomp"}
+	want := []string{"environment", "file descriptors", "namespaces", "disk", "mount view", "rlimits", "no_new_privs", "landlock", "seccomp"}
 	if len(out.Report.Protections) != len(want) {
 		t.Fatalf("report %+v, want %v", out.Report, want)
 	}
 	for i, pr := range out.Report.Protections {
-		if pr.Name != want[i] || (!pr.On && pr.Name != "namespaces") {
+		if pr.Name != want[i] || (!pr.On && pr.Name != "namespaces" && pr.Name != "disk" && pr.Name != "mount view") {
 			t.Errorf("protection %d = %+v, want %s on", i, pr, want[i])
 		}
 		t.Logf("%s", pr.Name+": "+pr.Detail)

@@ -26,7 +26,7 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 	}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	if err := PrepareScratch(p); err != nil {
+	if err := PrepareScratch(cmd, p); err != nil {
 		return err
 	}
 	if p.Scratch != "" {
@@ -37,7 +37,7 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 
 // PrepareScratch fails closed unless p.AllowWeaker; then it creates
 // p.Scratch.
-func PrepareScratch(p Policy) error {
+func PrepareScratch(_ *exec.Cmd, p Policy) error {
 	if err := Probe().Check(p); err != nil {
 		return err
 	}
@@ -49,6 +49,27 @@ func PrepareScratch(p Policy) error {
 	}
 	return nil
 }
+
+// Release does nothing: spokes here run as the hub's own uid.
+func Release(*exec.Cmd) {}
+
+// PrepareScratchFor is PrepareScratch: every spoke runs as the hub's ids.
+func PrepareScratchFor(p Policy, _, _ int) error { return PrepareScratch(nil, p) }
+
+// CheckPolicy fails closed unless p.AllowWeaker.
+func CheckPolicy(p Policy) error { return Probe().Check(p) }
+
+// CurrentIDRange is the default range, unusable here.
+func CurrentIDRange() (IDRange, bool) { return DefaultIDRange, false }
+
+// SpokeIDs returns the hub's own ids, which every spoke runs as here.
+func SpokeIDs(*exec.Cmd) (uid, gid int) { return os.Geteuid(), os.Getegid() }
+
+// SetIDRange checks r; spokes here run as the hub's own uid whatever it is.
+func SetIDRange(r IDRange) error { return r.Check() }
+
+// PrepareLaunch does nothing: there are no mount namespaces here.
+func PrepareLaunch(*exec.Cmd) {}
 
 // SetUpNamespaces does nothing: there are no namespaces here.
 func SetUpNamespaces() error { return nil }
@@ -120,3 +141,9 @@ func DropCapabilities() error {
 
 // OwnNetworkNamespace is false: there are no network namespaces here.
 func OwnNetworkNamespace() (bool, string) { return false, unsupported }
+
+// OwnScratch is false: no spoke mounts a tmpfs of its own here.
+func OwnScratch(Policy) bool { return false }
+
+// MountsScratch is false: no spoke mounts a tmpfs of its own here.
+func (p Policy) MountsScratch() bool { return false }

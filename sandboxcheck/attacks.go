@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/secgpt/secgpt/apps/hostile"
@@ -179,7 +178,13 @@ func Attacks() []Attack {
 			Name: "write_10gib_file", Title: "write a 10 GiB file", Function: hostile.BigFile,
 			args:    func(*Lab) []arg { return []arg{{"path", bigFileName}, {"bytes", strconv.Itoa(10 << 30)}} },
 			stop:    reported,
-			outside: func(e *evidence) error { return sizeAtMost(filepath.Join(e.scratch, bigFileName), e.limits.FileSize) },
+			outside: func(e *evidence) error { return sizeAtMost(e.inScratch(bigFileName), e.limits.FileSize) },
+		},
+		{
+			Name: "fill_scratch", Title: "fill its scratch with 1 MiB files, up to 100 GiB", Function: hostile.FillDisk,
+			args:    func(*Lab) []arg { return []arg{{"path", "."}, {"count", "102400"}} },
+			stop:    reported,
+			outside: func(e *evidence) error { return scratchWithin(e.inScratch(""), e.limits) },
 		},
 		{
 			Name: "open_100000_files", Title: "open 100,000 files", Function: hostile.ManyFiles,
@@ -244,7 +249,7 @@ func Controls() []Attack {
 			Name: "control_write_own_scratch", Title: "write a file in its own scratch", Function: hostile.WriteFile,
 			args: func(*Lab) []arg { return path(ownFileName) }, stop: control,
 			outside: func(e *evidence) error {
-				if _, err := os.Stat(filepath.Join(e.scratch, ownFileName)); err != nil {
+				if _, err := os.Stat(e.inScratch(ownFileName)); err != nil {
 					return fmt.Errorf("the control's file is not in its scratch: %w", err)
 				}
 				return nil

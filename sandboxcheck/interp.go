@@ -108,6 +108,7 @@ var scriptTools = map[string]struct {
 	hostile.Spin:      {"spin_cpu", nil},
 	hostile.BigFile:   {"big_file", []string{"path", "bytes"}},
 	hostile.ManyFiles: {"many_files", []string{"count"}},
+	hostile.FillDisk:  {"fill_disk", []string{"path", "count"}},
 	hostile.Fetch:     {"fetch_url", []string{"url"}},
 }
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/secgpt/secgpt/apps/hostile"
 	"github.com/secgpt/secgpt/hub/egress"
-	"github.com/secgpt/secgpt/spoke"
 )
 
 // The users of a check: the attacker runs the hostile app; the victim is
@@ -132,10 +131,12 @@ func (l *Lab) setUp() error {
 		return fmt.Errorf("failed to write the lab's config file: %w", err)
 	}
 
-	scratch, err := spoke.ScratchDir(l.scratchRoot, spoke.Key{User: Victim, App: VictimApp})
-	if err != nil {
-		return err
+	// Named like the spokes' own: by an id that says nothing of the user.
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return fmt.Errorf("failed to name the victim's scratch: %w", err)
 	}
+	scratch := filepath.Join(l.scratchRoot, hex.EncodeToString(id[:]))
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return fmt.Errorf("failed to create the victim's scratch: %w", err)
 	}
@@ -167,6 +168,7 @@ func (l *Lab) setUp() error {
 		return fmt.Errorf("failed to open the outside file: %w", err)
 	}
 
+	var err error
 	if l.tcp, err = listenStream("tcp4", "127.0.0.1:0"); err != nil {
 		return err
 	}

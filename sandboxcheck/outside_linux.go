@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/secgpt/secgpt/sandbox"
+	"github.com/secgpt/secgpt/scratch"
 )
 
 // The checks from outside the spoke. Each returns nil when it sees no
@@ -176,6 +179,25 @@ func sizeAtMost(path string, limit uint64) error {
 	defer os.Remove(path)
 	if uint64(st.Size()) > limit {
 		return fmt.Errorf("%s grew to %d bytes, over the %d-byte limit", filepath.Base(path), st.Size(), limit)
+	}
+	return nil
+}
+
+// scratchWithin: what the attacker left in its scratch (measured without
+// following symlinks) is within its disk limits, and is removed.
+func scratchWithin(dir string, l sandbox.Limits) error {
+	u, err := scratch.Usage(dir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}()
+	if u.Bytes > l.DiskBytes || u.Files > l.DiskFiles {
+		return fmt.Errorf("its scratch holds %d bytes in %d files, over the limit of %d bytes and %d files", u.Bytes, u.Files, l.DiskBytes, l.DiskFiles)
 	}
 	return nil
 }

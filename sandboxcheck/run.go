@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -32,6 +34,9 @@ type Options struct {
 	Logs *Logs
 	// Limits are the attacker's spoke's resource limits.
 	Limits sandbox.Limits
+	// Scratch names the scratch directory of (user, app) as the hub's
+	// spokes get it.
+	Scratch func(user, app string) (string, error)
 	// AttemptTimeout bounds how long the hub may take to answer one
 	// attempt; longer is a hang, and the attempt is not blocked. It must
 	// exceed the spokes' deadline per step. Default 2 min 30 s.
@@ -48,8 +53,8 @@ type Runner struct {
 
 // NewRunner returns a Runner.
 func NewRunner(opts Options) (*Runner, error) {
-	if opts.Hub == nil || opts.Lab == nil || opts.Logs == nil {
-		return nil, errors.New("sandbox check needs a hub, a lab and a log")
+	if opts.Hub == nil || opts.Lab == nil || opts.Logs == nil || opts.Scratch == nil {
+		return nil, errors.New("sandbox check needs a hub, a lab, a log and the spokes' scratch")
 	}
 	if opts.AttemptTimeout <= 0 {
 		opts.AttemptTimeout = 150 * time.Second
@@ -58,7 +63,7 @@ func NewRunner(opts Options) (*Runner, error) {
 	if app == "" {
 		app, mcp = hostile.Name, false
 	}
-	scratch, err := spoke.ScratchDir(opts.Lab.scratchRoot, spoke.Key{User: Attacker, App: app})
+	scratch, err := opts.Scratch(Attacker, app)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +96,7 @@ type evidence struct {
 	app     string
 	mcp     bool
 	lab     *Lab
-	scratch string
+	scratch string // the attacker's scratch directory as the hub sees it
 	limits  sandbox.Limits
 	reply   *hub.Reply
 	err     error
@@ -103,6 +108,9 @@ type evidence struct {
 	serverExit string
 	logs       []logLine
 	before     snapshot
+	// hidden: the app found no such file where the host has one, which
+	// only the spoke's mount view explains (see hiddenByView).
+	hidden bool
 }
 
 // snapshot is the lab's counters before an attempt.
@@ -256,6 +264,29 @@ func (e *evidence) collect(a Attack) {
 		if json.Unmarshal(c.Result, &r) == nil {
 			e.report = &r
 		}
+	}
+	e.hiddenByView(a)
+}
+
+// hiddenByView counts as blocked a built-in app's ENOENT on a path (or in a
+// directory) that the host has: the app cannot tell a missing file from one
+// its mount view hides, and reports it as an error that proves nothing;
+// the check, which made the path, can.
+func (e *evidence) hiddenByView(a Attack) {
+	if e.mcp || e.report == nil || e.report.Outcome != hostile.Failed || !strings.Contains(e.report.Detail, "(ENOENT)") || a.args == nil {
+		return
+	}
+	for _, x := range a.args(e.lab) {
+		if x.key != "path" {
+			continue
+		}
+		if _, err := os.Lstat(x.value); err != nil {
+			if _, err := os.Lstat(filepath.Dir(x.value)); err != nil {
+				return
+			}
+		}
+		e.hidden = true
+		e.report = &hostile.Result{Attack: e.report.Attack, Outcome: hostile.Blocked, Detail: "not in the spoke's mount view, though the host has it: " + e.report.Detail}
 	}
 }
 
@@ -411,7 +442,8 @@ func (e *evidence) logged(a Attack) string {
 			l.SpokeLog.Message == "App server stderr" && strings.HasPrefix(l.SpokeLog.AppStderr, "hostile: "+a.Function+" -> "+string(hostile.Blocked)+":"):
 			return l.raw
 		case by == byReport && l.Message == "Spoke log line" && l.SpokeLog.Message == "Hostile attempt" && l.SpokePID == e.pid && e.pid != 0 &&
-			l.SpokeLog.Outcome == string(hostile.Blocked) && e.report != nil && l.SpokeLog.Attack == e.report.Attack:
+			(l.SpokeLog.Outcome == string(hostile.Blocked) || (e.hidden && l.SpokeLog.Outcome == string(hostile.Failed))) &&
+			e.report != nil && l.SpokeLog.Attack == e.report.Attack:
 			return l.raw
 		}
 	}
@@ -469,4 +501,18 @@ func (e *evidence) onlyPublicDialled(path string) error {
 		return fmt.Errorf("the public server got %d requests for %s, want 1", e.lab.webHits(path)-e.before.hits[path], path)
 	}
 	return nil
+}
+
+// inScratch is the path of name in the attacker's scratch as its spoke
+// sees it: through the spoke's own root while it runs (its scratch may be
+// a tmpfs of its own, which only its mount namespace shows), else the
+// hub's directory.
+func (e *evidence) inScratch(name string) string {
+	if e.pid != 0 {
+		own := fmt.Sprintf("/proc/%d/root%s", e.pid, filepath.Join(e.scratch, name))
+		if _, err := os.Lstat(filepath.Dir(own)); err == nil {
+			return own
+		}
+	}
+	return filepath.Join(e.scratch, name)
 }

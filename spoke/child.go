@@ -87,8 +87,9 @@ func ChildMain() int {
 		log.Error().Err(err).Msg("Refusing to run without a valid sandbox policy")
 		return exitSandbox
 	}
-	if *spare && policy.Scratch != "" {
-		// A spoke started directly starts in its scratch directory.
+	if *spare && policy.Scratch != "" && !policy.MountsScratch() {
+		// A spoke started directly starts in its scratch directory; one
+		// that mounts its own moves there in Enter.
 		if err := os.Chdir(policy.Scratch); err != nil {
 			log.Error().Err(err).Msg("Refusing to run: no scratch directory")
 			return exitSandbox

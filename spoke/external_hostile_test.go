@@ -101,16 +101,16 @@ func noArgs(*hostileTargets) map[string]any { return map[string]any{} }
 
 func hostileAttacks() []hostileAttack {
 	return []hostileAttack{
-		{name: "read /etc/shadow", function: "read_file", args: arg("path", "/etc/shadow"), outcome: blocked, errText: "Permission denied",
+		{name: "read /etc/shadow", function: "read_file", args: arg("path", "/etc/shadow"), outcome: blocked, errText: notInView(),
 			leak: func(*hostileTargets) string { return "root:" }},
 		{name: "read the hub's database", function: "read_file", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.database} },
-			outcome: blocked, errText: "Permission denied", leak: func(*hostileTargets) string { return "SQLite format 3" }},
+			outcome: blocked, errText: notInView(), leak: func(*hostileTargets) string { return "SQLite format 3" }},
 		{name: "read another user's scratch", function: "read_file", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.victimSecret} },
-			outcome: blocked, errText: "Permission denied", leak: func(t *hostileTargets) string { return t.secret }},
+			outcome: blocked, errText: notInView(), leak: func(t *hostileTargets) string { return t.secret }},
 		{name: "read the hub's environment", function: "read_file", args: arg("path", fmt.Sprintf("/proc/%d/environ", os.Getpid())),
 			outcome: blocked, errText: invisibleHub(), leak: func(*hostileTargets) string { return "PATH=" }},
 		{name: "write outside scratch", function: "write_file", args: func(t *hostileTargets) map[string]any { return map[string]any{"path": t.outside} },
-			outcome: blocked, errText: "Permission denied",
+			outcome: blocked, errText: notInView(),
 			outside: func(t *hostileTargets, _ *hostileEvidence) error { return fileHolds(t.outside, t.secret) }},
 		{name: "TCP to a listener on the machine's 127.0.0.1", function: "tcp_connect", args: func(t *hostileTargets) map[string]any { return map[string]any{"address": t.lab.TCP.Addr()} },
 			outcome: blocked, errText: "Permission denied",
@@ -140,7 +140,7 @@ func hostileAttacks() []hostileAttack {
 			outcome: blocked, errText: "Operation not permitted",
 			outside: func(t *hostileTargets, _ *hostileEvidence) error { return absent(t.marker) }},
 		{name: "execve /bin/sh", function: "exec_shell", args: func(t *hostileTargets) map[string]any { return map[string]any{"marker": t.marker} },
-			outcome: blocked, errText: "Permission denied",
+			outcome: blocked, errText: notInView(),
 			outside: func(t *hostileTargets, _ *hostileEvidence) error { return absent(t.marker) }},
 		{name: "ptrace the hub", function: "ptrace_attach", args: arg("pid", os.Getpid()), outcome: killed,
 			outside: func(*hostileTargets, *hostileEvidence) error { return notTraced() }},
@@ -396,7 +396,7 @@ func keyed(args map[string]any) string {
 func newHostileTargets(t *testing.T, w *mcptest.Wiring, sys *hubtest.System, lab *mcptest.Lab) *hostileTargets {
 	t.Helper()
 	tg := &hostileTargets{lab: lab, secret: fmt.Sprintf("mcp-secret-%d", time.Now().UnixNano()), database: filepath.Join(sys.Dir, "secgpt.db")}
-	scratch, err := spoke.ScratchDir(w.ScratchRoot(), spoke.Key{User: bob, App: "metro_hail"})
+	scratch, err := w.ScratchDir(spoke.Key{User: bob, App: "metro_hail"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,6 +471,16 @@ func invisibleHub() string {
 	return "Permission denied"
 }
 
+// notInView is how a server's attempt on a host path outside its policy
+// fails: in its own mount view the path does not exist; elsewhere Landlock
+// refuses it.
+func notInView() string {
+	if sandbox.Probe().MountView {
+		return "No such file or directory"
+	}
+	return "Permission denied"
+}
+
 // running: the process is alive (not a zombie).
 func running(pid int) error {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -509,7 +519,7 @@ func evidence(t *testing.T, sys *hubtest.System, w *mcptest.Wiring) *hostileEvid
 		if k.User == mallory && k.App == "hostile_mcp" {
 			ev.spokePID = pid
 			ev.serverPID = childOf(pid)
-			scratch, err := spoke.ScratchDir(w.ScratchRoot(), k)
+			scratch, err := w.ScratchDir(k)
 			if err != nil {
 				t.Fatal(err)
 			}

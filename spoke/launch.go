@@ -176,6 +176,8 @@ func startServer(decl External, policy sandbox.Policy, env []string) (*serverPro
 	if err != nil {
 		return nil, fmt.Errorf("failed to make the server's pipes: %w", err)
 	}
+	// In a mount namespace of its own, where it builds its own view.
+	sandbox.PrepareLaunch(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start the server's launcher: %w", err)
 	}

@@ -2,10 +2,11 @@
 // inter-spoke communication (ISC) protocol between them and the hub.
 //
 // The parent side (Manager) runs the spoke binary, one process per (user,
-// app, session), supervises it, enforces deadlines and frame limits, and
-// kills it on any fault. It never forks itself for a spoke: a spawner, the
-// spoke binary started once per Manager, does (see spawner.go). The child
-// side (ChildMain) confines itself through package sandbox before it reads its first frame,
+// app, session), supervises it, enforces deadlines, frame limits and a
+// bound on the hub's own time spent serving it (hubtime.go), and kills it
+// on any fault. It never forks itself for a spoke: a spawner, the spoke
+// binary started once per Manager, does (see spawner.go). The child side
+// (ChildMain) confines itself through package sandbox before it reads its first frame,
 // then runs steps: the app's functions, and its own model's turns, which it
 // can only obtain from the hub.
 //
@@ -90,6 +91,9 @@ type Info struct {
 	// Options.Spares): a process started ahead of need, not yet sandboxed,
 	// that had served no one.
 	Prestarted bool `json:"prestarted,omitempty"`
+	// HubTime is the hub's own time spent serving the step's requests
+	// (see Options.MaxHubTime).
+	HubTime time.Duration `json:"hub_ns,omitempty"`
 }
 
 // Failure is a spoke fault: the spoke was killed or could not run. Message
@@ -122,8 +126,22 @@ var (
 	ErrClosed = errors.New("spoke manager closed")
 )
 
-// PolicyFunc returns the sandbox policy for a spoke.
+// PolicyFunc returns the sandbox policy for a spoke. An error that is a
+// Refusal says why in words fit for the user.
 type PolicyFunc func(k Key) (sandbox.Policy, error)
+
+// Refusal is an error that refuses a spoke for a reason fit for the user,
+// such as its scratch being over its disk quota: a Failure for it carries
+// the reason.
+type Refusal interface {
+	error
+	Refusal() string
+}
+
+// Refused is the Failure of a spoke of k refused for r.
+func Refused(k Key, r Refusal) *Failure {
+	return &Failure{App: k.appLabel(), Message: "was refused: " + r.Refusal(), Err: r}
+}
 
 // Options configure a Manager. Zero values take the defaults noted.
 type Options struct {
@@ -143,6 +161,11 @@ type Options struct {
 	StepTimeout time.Duration
 	// IdleTimeout stops a spoke unused for this long; default 10 min.
 	IdleTimeout time.Duration
+	// MaxHubTime bounds the hub's own time serving one step of a spoke
+	// (decoding, answering, refusing its requests; not the waits for the
+	// model, the user or the network): a spoke over it is killed and named
+	// (ErrHubTime). Default 2 s; negative is no bound.
+	MaxHubTime time.Duration
 	// MaxFramesPerSecond kills a spoke that sends more, averaged over a
 	// one-second window; default 500.
 	MaxFramesPerSecond int
@@ -163,6 +186,13 @@ type Options struct {
 	// starts from a spare when one is there: it is told its arguments on
 	// fd 4, then confines itself and reads its first frame like any spoke.
 	Spares int
+	// MaxSpares bounds the spares, Spares and those started for the
+	// spokes expected (see Expect); 0 takes 64, and below Spares (a
+	// negative value) it is Spares: none is started for expected spokes.
+	MaxSpares int
+	// SpareIdle is how long an expected spoke is waited for before its
+	// spare, unused, is stopped; default 30 s.
+	SpareIdle time.Duration
 	// SparePolicy is the policy the spares are prepared under (see
 	// sandbox.Policy.Prestartable).
 	SparePolicy sandbox.Policy
@@ -182,7 +212,8 @@ type Manager struct {
 	stopReaper chan struct{}
 	reaperDone chan struct{}
 
-	spares     chan *child   // started ahead of need; cap Options.Spares
+	spares     chan *child // started ahead of need; cap Options.MaxSpares
+	spare      spareState
 	refill     chan struct{} // asks keepSpares for more
 	stopSpares chan struct{}
 	sparesDone chan struct{}
@@ -211,8 +242,19 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = 10 * time.Minute
 	}
+	if opts.MaxHubTime == 0 {
+		opts.MaxHubTime = 2 * time.Second
+	}
 	if opts.MaxFramesPerSecond <= 0 {
 		opts.MaxFramesPerSecond = 500
+	}
+	opts.Spares = max(opts.Spares, 0)
+	if opts.MaxSpares == 0 {
+		opts.MaxSpares = 64
+	}
+	opts.MaxSpares = max(opts.MaxSpares, opts.Spares)
+	if opts.SpareIdle <= 0 {
+		opts.SpareIdle = 30 * time.Second
 	}
 	if opts.LogLevel == zerolog.NoLevel {
 		opts.LogLevel = zerolog.InfoLevel
@@ -223,7 +265,8 @@ func NewManager(opts Options) (*Manager, error) {
 		starting:   map[Key]chan struct{}{},
 		stopReaper: make(chan struct{}),
 		reaperDone: make(chan struct{}),
-		spares:     make(chan *child, max(opts.Spares, 0)),
+		spares:     make(chan *child, opts.MaxSpares),
+		spare:      spareState{expected: map[Key]time.Time{}},
 		refill:     make(chan struct{}, 1),
 		stopSpares: make(chan struct{}),
 		sparesDone: make(chan struct{}),
@@ -237,10 +280,12 @@ func NewManager(opts Options) (*Manager, error) {
 // one spoke run one at a time. On a fault the spoke is killed and the error
 // is a *Failure; a later Run starts a fresh process.
 func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Result, Info, error) {
-	p, cold, err := m.get(ctx, key)
+	p, cold, err := m.get(ctx, key, false)
 	if err != nil {
 		return Result{}, Info{}, err
 	}
+	// A spoke started ahead of its step (Prestart) is cold to its first.
+	cold = p.unrun.CompareAndSwap(true, false) || cold
 	select {
 	case p.busy <- struct{}{}:
 	case <-ctx.Done():
@@ -253,7 +298,7 @@ func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Resul
 	if cold {
 		info.Startup, info.Prestarted = p.startup, p.prestarted
 	}
-	res, err := p.runStep(ctx, step, h)
+	res, err := p.runStep(ctx, step, h, &info.HubTime)
 	p.touch()
 	if err != nil {
 		return Result{}, info, err
@@ -325,8 +370,9 @@ func (m *Manager) notStarted(ctx context.Context, k Key, stopped bool) error {
 }
 
 // get returns the live process for key, starting one if none runs. Only one
-// start per key is in flight at a time.
-func (m *Manager) get(ctx context.Context, key Key) (*process, bool, error) {
+// start per key is in flight at a time. A process started for prestart
+// (see Prestart) is marked unrun.
+func (m *Manager) get(ctx context.Context, key Key, prestart bool) (*process, bool, error) {
 	for {
 		m.mu.Lock()
 		if m.closed {
@@ -364,6 +410,7 @@ func (m *Manager) get(ctx context.Context, key Key) (*process, bool, error) {
 				p.kill(ErrClosed)
 				return nil, false, ErrClosed
 			}
+			p.unrun.Store(prestart)
 			m.procs[key] = p
 		}
 		m.mu.Unlock()
@@ -401,7 +448,9 @@ func (m *Manager) reap() {
 // for its ready frame.
 func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	policy, err := m.opts.Policy(key)
-	if err != nil {
+	if r, ok := errors.AsType[Refusal](err); ok {
+		return nil, Refused(key, r)
+	} else if err != nil {
 		return nil, m.failure(key, "has no usable sandbox policy", err)
 	}
 	// With a cgroup per spoke, memory is bounded there and an exec-profile
@@ -411,6 +460,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	if err != nil {
 		return nil, m.failure(key, "has no usable sandbox policy", err)
 	}
+	m.started(key)
 	spawned := time.Now()
 	args := []string{"--app", key.App, "--policy", encoded,
 		"--max-frame", strconv.Itoa(m.opts.MaxFrame), "--log-level", m.opts.LogLevel.String()}
@@ -484,6 +534,7 @@ func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Tim
 		busy:       make(chan struct{}, 1),
 		maxRate:    m.opts.MaxFramesPerSecond,
 		stepTime:   m.opts.StepTimeout,
+		maxHubTime: m.opts.MaxHubTime,
 		lastUsed:   time.Now(),
 		prestarted: prestarted,
 		cg:         c.cg,

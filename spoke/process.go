@@ -38,6 +38,7 @@ type process struct {
 
 	startup    time.Duration   // spawn to ready
 	prestarted bool            // started from a spare
+	unrun      atomic.Bool     // started by Prestart; no step has run on it yet
 	cg         *sandbox.Cgroup // nil where the machine offers none
 
 	busy     chan struct{}
@@ -45,6 +46,10 @@ type process struct {
 	maxRate  int
 	stepTime time.Duration
 	rate     frameRate
+	// maxHubTime bounds the hub's time serving one step (hubtime.go);
+	// decoded is the reader's decode time not yet charged, in ns.
+	maxHubTime time.Duration
+	decoded    atomic.Int64
 
 	dead      chan struct{}
 	deathOnce sync.Once
@@ -151,7 +156,8 @@ func (p *process) readFrames(dec *Decoder) {
 	defer close(p.frames)
 	defer p.conn.Close()
 	for {
-		f, err := dec.Decode()
+		f, took, err := dec.decodeTimed()
+		p.decoded.Add(int64(took))
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !(errors.Is(err, os.ErrDeadlineExceeded) && p.gone()) {
 				p.log.Warn().Err(err).Msg("Spoke sent a bad frame; stopping it")
@@ -281,8 +287,12 @@ func describeWriteFailure(err error) (string, error) {
 	return "could not be reached", fmt.Errorf("%w: %v", ErrCrashed, err)
 }
 
-// runStep sends step and serves the spoke's requests until its result.
-func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, error) {
+// runStep sends step and serves the spoke's requests until its result. It
+// adds the hub's time serving the step to *hubTime, and stops a spoke that
+// keeps the hub busy beyond its bound (hubtime.go).
+func (p *process) runStep(ctx context.Context, step Step, h Handler, hubTime *time.Duration) (Result, error) {
+	meter := hubMeter{max: p.maxHubTime, decoded: &p.decoded}
+	defer func() { *hubTime += meter.release() }()
 	fail := func(msg string, cause error) (Result, error) {
 		// When the reader already stopped the spoke, its reason is the
 		// real one; a failed write is only its echo. So is any failure
@@ -345,6 +355,7 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 		if budget -= time.Since(waited); budget <= 0 {
 			return fail("did not finish in time and was stopped", ErrDeadline)
 		}
+		meter.start()
 		switch f.Kind {
 		case KindResult:
 			if f.ID != stepID {
@@ -372,6 +383,9 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 			if oh, ok := h.(OutputHandler); ok {
 				oh.Output(ctx, out)
 			}
+			if err := meter.stop(); err != nil {
+				return fail(hubTimeFailure(err))
+			}
 			timer.Reset(budget)
 		default:
 			reply, err := p.serve(ctx, f, h)
@@ -383,6 +397,9 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler) (Result, er
 			}
 			if budget <= 0 {
 				return fail("did not finish in time and was stopped", ErrDeadline)
+			}
+			if err := meter.stop(); err != nil {
+				return fail(hubTimeFailure(err))
 			}
 			timer.Reset(budget)
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/llm"
@@ -135,25 +136,47 @@ func NewSpokeDecoder(r io.Reader, max int) *Decoder {
 // version or a kind the peer may not send is an error; the caller must then
 // end the channel.
 func (d *Decoder) Decode() (Frame, error) {
+	buf, err := d.read()
+	if err != nil {
+		return Frame{}, err
+	}
+	return decodeFrame(buf, d.kinds)
+}
+
+// decodeTimed is Decode that also says how much CPU time decoding the
+// frame's bytes took, once they had arrived: the reader's own work, not the
+// wait (see hubtime.go).
+func (d *Decoder) decodeTimed() (Frame, time.Duration, error) {
+	buf, err := d.read()
+	if err != nil {
+		return Frame{}, 0, err
+	}
+	var f Frame
+	took := cpuOf(func() { f, err = decodeFrame(buf, d.kinds) })
+	return f, took, err
+}
+
+// read reads one frame's bytes, within the limit.
+func (d *Decoder) read() ([]byte, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
-		return Frame{}, err
+		return nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n == 0 {
-		return Frame{}, fmt.Errorf("empty frame: %w", ErrBadFrame)
+		return nil, fmt.Errorf("empty frame: %w", ErrBadFrame)
 	}
 	if int64(n) > int64(d.max) {
-		return Frame{}, fmt.Errorf("frame of %d bytes: %w", n, ErrFrameTooLarge)
+		return nil, fmt.Errorf("frame of %d bytes: %w", n, ErrFrameTooLarge)
 	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(d.r, buf); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return Frame{}, err
+		return nil, err
 	}
-	return decodeFrame(buf, d.kinds)
+	return buf, nil
 }
 
 func decodeFrame(buf []byte, kinds map[Kind]bool) (Frame, error) {

@@ -5,45 +5,141 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/secgpt/secgpt/sandbox"
 )
 
+// Spares: spokes started ahead of need (see Options.Spares). The manager
+// keeps Options.Spares of them at rest and, while spokes are expected
+// (Expect), one more per expected spoke that neither runs nor starts, up
+// to Options.MaxSpares; an expectation ends when its spoke starts, or
+// after Options.SpareIdle, and the spares above the number wanted are
+// then stopped.
+
 // spareArg tells a spoke to wait for its launch arguments on fd 4 (see
 // Options.Spares). Only the manager's spares are started with it.
 const spareArg = "--spare"
 
-// keepSpares keeps Options.Spares spares started. After a failed start it
-// waits to be asked again (by the next start that finds none), so that a
-// machine that cannot start spokes is not kept busy trying.
+// AnyApp, as a Key's App in Expect, stands for a spoke of the key's user
+// and session whose app is not known yet (a request that names no app):
+// it is expected only while no spoke of that user and session runs or
+// starts. App names are identifiers, so no app is called that.
+const AnyApp = "*"
+
+// spareStarts is how many spares start at once: more at a time only
+// compete for the CPU with the requests they are started for.
+const spareStarts = 2
+
+// spareState is the manager's bookkeeping of spares, under its mutex.
+type spareState struct {
+	mu sync.Mutex
+	// expected are the keys announced by Expect whose spokes have not
+	// started yet, with when they were announced.
+	expected map[Key]time.Time
+	// starting counts the spares being started.
+	starting int
+	// failed is set when a start failed: no more start until the next
+	// refill, so that a machine that cannot start spokes is not kept
+	// busy trying.
+	failed bool
+}
+
+// wanted is how many spares should wait: Options.Spares and one per
+// expected spoke, at most cap(spares). Expectations older than
+// Options.SpareIdle are dropped. s.mu must be held.
+func (m *Manager) wanted(now time.Time) int {
+	s := &m.spare
+	for k, at := range s.expected {
+		if now.Sub(at) > m.opts.SpareIdle {
+			delete(s.expected, k)
+		}
+	}
+	return min(max(m.opts.Spares, 0)+len(s.expected), cap(m.spares))
+}
+
+// keepSpares starts spares while fewer than wanted wait or start, and
+// stops the ones above it that have waited for nothing.
 func (m *Manager) keepSpares() {
 	defer close(m.sparesDone)
 	if cap(m.spares) == 0 {
 		return
 	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(m.opts.SpareIdle / 2)
+	defer tick.Stop()
+	started := make(chan struct{}, spareStarts)
 	for {
-		for len(m.spares) < cap(m.spares) {
-			c, err := m.spawnSpare()
-			if err != nil {
-				m.opts.Log.Warn().Err(err).Msg("Failed to start a spare spoke; spokes start without one")
-				break
-			}
-			select {
-			case <-m.stopSpares:
-				c.discard()
-				return
-			default:
-			}
-			// keepSpares is the only sender and takers only receive,
-			// so there is room.
-			m.spares <- c
+		s := &m.spare
+		s.mu.Lock()
+		for !s.failed && s.starting < spareStarts && len(m.spares)+s.starting < m.wanted(time.Now()) {
+			s.starting++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m.startSpare()
+				select {
+				case started <- struct{}{}:
+				default: // a signal waiting already wakes the loop
+				}
+			}()
 		}
+		s.mu.Unlock()
 		select {
 		case <-m.stopSpares:
 			return
 		case <-m.refill:
+			s.mu.Lock()
+			s.failed = false
+			s.mu.Unlock()
+		case <-started:
+		case <-tick.C:
+			m.shrinkSpares()
 		}
+	}
+}
+
+// startSpare starts one spare and puts it among the waiting ones.
+func (m *Manager) startSpare() {
+	c, err := m.spawnSpare()
+	s := &m.spare
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.starting--
+	if err != nil {
+		s.failed = true
+		m.opts.Log.Warn().Err(err).Msg("Failed to start a spare spoke; spokes start without one")
+		return
+	}
+	select {
+	case <-m.stopSpares:
+		c.discard()
+		return
+	default:
+	}
+	select {
+	case m.spares <- c:
+	default:
+		// Taking only empties and starting stays under cap, so this
+		// does not happen; a spare with no room is not kept.
+		c.discard()
+	}
+}
+
+// shrinkSpares stops the waiting spares above the number wanted.
+func (m *Manager) shrinkSpares() {
+	s := &m.spare
+	s.mu.Lock()
+	extra := len(m.spares) - m.wanted(time.Now())
+	s.mu.Unlock()
+	for ; extra > 0; extra-- {
+		c := m.takeSpare()
+		if c == nil {
+			return
+		}
+		c.discard()
 	}
 }
 
@@ -67,6 +163,75 @@ func (m *Manager) spawnSpare() (*child, error) {
 // Spares returns how many spares wait, for tests and status.
 func (m *Manager) Spares() int { return len(m.spares) }
 
+// Expect says that the spokes of keys are likely to be asked for soon (a
+// request arrived, or was planned): for each that neither runs nor
+// starts, one more spare is started, up to Options.MaxSpares, so that
+// its start is mostly done by the time its step comes. A spare belongs
+// to no one and has read nothing (see Options.Spares): expecting a
+// spoke starts no app.
+func (m *Manager) Expect(keys ...Key) {
+	if cap(m.spares) == 0 || len(keys) == 0 {
+		return
+	}
+	now := time.Now()
+	m.mu.Lock()
+	var fresh []Key
+	for _, k := range keys {
+		if !m.runningLocked(k) {
+			fresh = append(fresh, k)
+		}
+	}
+	m.mu.Unlock()
+	if len(fresh) == 0 {
+		return
+	}
+	m.spare.mu.Lock()
+	for _, k := range fresh {
+		m.spare.expected[k] = now
+	}
+	m.spare.mu.Unlock()
+	m.refillSpares()
+}
+
+// runningLocked reports whether the spoke of k runs or starts; for AnyApp,
+// whether any spoke of its user and session does. m.mu must be held.
+func (m *Manager) runningLocked(k Key) bool {
+	if k.App != AnyApp {
+		p, ok := m.procs[k]
+		_, starting := m.starting[k]
+		return ok && !p.gone() || starting
+	}
+	for other, p := range m.procs {
+		if other.User == k.User && other.Session == k.Session && !p.gone() {
+			return true
+		}
+	}
+	for other := range m.starting {
+		if other.User == k.User && other.Session == k.Session {
+			return true
+		}
+	}
+	return false
+}
+
+// started ends the expectation of key, whose spoke starts now, and of a
+// spoke of any app of its user and session.
+func (m *Manager) started(key Key) {
+	m.spare.mu.Lock()
+	defer m.spare.mu.Unlock()
+	delete(m.spare.expected, key)
+	delete(m.spare.expected, Key{User: key.User, Session: key.Session, App: AnyApp})
+}
+
+// Prestart starts the spoke of key now, when none runs, without running
+// a step: its first step then finds it ready (and reports the start as
+// its own, Info.Cold). The caller decides that key's app may run: this
+// starts it.
+func (m *Manager) Prestart(ctx context.Context, key Key) error {
+	_, _, err := m.get(ctx, key, true)
+	return err
+}
+
 // takeSpare returns a spare, or nil when none is started.
 func (m *Manager) takeSpare() *child {
 	select {
@@ -77,7 +242,7 @@ func (m *Manager) takeSpare() *child {
 	}
 }
 
-// refillSpares asks keepSpares to start spares up to Options.Spares.
+// refillSpares asks keepSpares to start the spares wanted.
 func (m *Manager) refillSpares() {
 	select {
 	case m.refill <- struct{}{}:
@@ -96,14 +261,14 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 	if cap(m.spares) == 0 {
 		return nil, nil
 	}
-	// The key's own part first: a policy that fails fails without costing
-	// a spare.
-	if err := sandbox.PrepareScratch(policy); err != nil {
-		return nil, err
-	}
 	c := m.takeSpare()
 	if c == nil {
 		return nil, nil
+	}
+	// The scratch is given to the spare's own id.
+	if err := sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid); err != nil {
+		c.discard()
+		return nil, err
 	}
 	b, err := json.Marshal(args)
 	if err != nil || len(b) > maxPrivate {

@@ -175,8 +175,10 @@ func TestWaitingSpareHoldsNothing(t *testing.T) {
 		t.Fatalf("a waiting spare holds the hub's secret: %q", environ)
 	}
 	if os.Geteuid() == 0 {
-		if got := procField(t, spare, "Uid"); !strings.HasPrefix(got, "65534") {
-			t.Errorf("spare runs as uid %s, want 65534", got)
+		// An id of its own, from the spokes' range (nobody inside).
+		r := sandbox.DefaultIDRange
+		if uid, err := strconv.Atoi(strings.Fields(procField(t, spare, "Uid"))[0]); err != nil || uid < int(r.First) || uid >= int(r.First+r.Count) {
+			t.Errorf("spare runs as uid %s, want one of %+v", procField(t, spare, "Uid"), r)
 		}
 	}
 	fds, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(spare), "fd"))
@@ -271,5 +273,106 @@ func TestCloseStopsSpares(t *testing.T) {
 	}
 	if left := runningSpares(t); len(left) != 0 {
 		t.Fatalf("spares left after Close: %v", left)
+	}
+}
+
+// TestExpectSizesSparesToDemand: each expected spoke that does not run
+// gets a spare, up to MaxSpares; an expectation ends when its spoke
+// starts, and the spares of the others stop once they have waited
+// SpareIdle for nothing.
+func TestExpectSizesSparesToDemand(t *testing.T) {
+	opts, _ := spareOptions(t, 1)
+	opts.MaxSpares, opts.SpareIdle = 3, 600*time.Millisecond
+	m := newManager(t, opts)
+	waitSpares(t, m, 1)
+	m.Expect(key("@a:x", "echo"), key("@b:x", "echo"), key("@c:x", "echo"), key("@d:x", "echo"))
+	waitSpares(t, m, 3)
+	_, info, err := m.Run(context.Background(), key("@a:x", "echo"), step("say", `{"text":"x"}`), &handler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Cold || !info.Prestarted {
+		t.Fatalf("info = %+v, want a start from a spare", info)
+	}
+	// @a's expectation ended with its start: three are wanted still
+	// (one at rest, @b's, @c's and @d's, at most three), then one.
+	waitSpares(t, m, 3)
+	waitSpares(t, m, 1)
+}
+
+func TestExpectSkipsRunningSpokes(t *testing.T) {
+	tests := []struct {
+		name   string
+		expect spoke.Key
+		want   int
+	}{
+		{"the spoke runs", key("@a:x", "echo"), 0},
+		{"a spoke of another app", key("@a:x", "faulty"), 1},
+		{"any app, a spoke of the user's runs", spoke.Key{User: "@a:x", App: spoke.AnyApp, Session: "s1"}, 0},
+		{"any app, another user", spoke.Key{User: "@b:x", App: spoke.AnyApp, Session: "s1"}, 1},
+		{"any app, another session", spoke.Key{User: "@a:x", App: spoke.AnyApp, Session: "s2"}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts, _ := spareOptions(t, 0)
+			opts.SpareIdle = time.Minute
+			m := newManager(t, opts)
+			if _, _, err := m.Run(context.Background(), key("@a:x", "echo"), step("say", `{"text":"x"}`), &handler{}); err != nil {
+				t.Fatal(err)
+			}
+			m.Expect(tt.expect)
+			if tt.want > 0 {
+				waitSpares(t, m, tt.want)
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+			if n := len(runningSpares(t)); n != 0 || m.Spares() != 0 {
+				t.Fatalf("%d spares run, %d held; want none for a spoke that runs", n, m.Spares())
+			}
+		})
+	}
+}
+
+// TestExpectAnyAppEndsWithTheUsersFirstSpoke: a request that names no app
+// expects one spoke of the user's; its start, of whatever app, ends it.
+func TestExpectAnyAppEndsWithTheUsersFirstSpoke(t *testing.T) {
+	opts, _ := spareOptions(t, 0)
+	opts.SpareIdle = time.Minute
+	m := newManager(t, opts)
+	m.Expect(spoke.Key{User: "@a:x", App: spoke.AnyApp, Session: "s1"})
+	waitSpares(t, m, 1)
+	_, info, err := m.Run(context.Background(), key("@a:x", "echo"), step("say", `{"text":"x"}`), &handler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Prestarted {
+		t.Fatalf("info = %+v, want a start from the spare", info)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := len(runningSpares(t)); n != 0 {
+		t.Fatalf("%d spares run after the expected spoke started, want 0", n)
+	}
+}
+
+// TestPrestartedSpokeIsColdToItsFirstStep: a spoke started ahead of its
+// step runs that step, which reports the start as its own.
+func TestPrestartedSpokeIsColdToItsFirstStep(t *testing.T) {
+	m := newManager(t, spoke.Options{})
+	k := key("@a:x", "echo")
+	if err := m.Prestart(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+	pid := m.PIDs()[k]
+	if pid == 0 {
+		t.Fatal("no spoke runs after Prestart")
+	}
+	for i, wantCold := range []bool{true, false} {
+		_, info, err := m.Run(context.Background(), k, step("say", `{"text":"x"}`), &handler{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.PID != pid || info.Cold != wantCold || wantCold && info.Startup == 0 {
+			t.Fatalf("step %d: info = %+v, want pid %d cold %v with its start-up", i, info, pid, wantCold)
+		}
 	}
 }

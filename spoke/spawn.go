@@ -55,10 +55,10 @@ func (c *child) discard() {
 // with its ISC channel on fd 3 and fd4, when not nil, on fd 4. label names
 // the app in errors.
 func (m *Manager) spawn(ctx context.Context, label string, args []string, fd4 *os.File, policy sandbox.Policy) (*child, error) {
-	// The checks whose errors the caller needs whole (a missing
-	// protection, a scratch directory the spoke could not use) run here;
-	// the spawner runs them again in sandbox.Prepare.
-	if err := sandbox.PrepareScratch(policy); err != nil {
+	// A missing protection is refused here with its whole error; the
+	// spawner checks again in sandbox.Prepare, and prepares the scratch
+	// for the id it leases the spoke.
+	if err := sandbox.CheckPolicy(policy); err != nil {
 		return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
 	}
 	encoded, err := policy.Encode()

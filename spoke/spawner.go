@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/secgpt/secgpt/sandbox"
 )
 
 // The hub's side of the spawner: a small process of the spoke binary,
@@ -63,8 +65,12 @@ type spawnerReply struct {
 	// sandbox.OpenCgroup), which the spawner made and moved it into
 	// before it replied, and removes once the spoke is released.
 	Cgroup []string `json:"cgroup,omitempty"`
-	Exited bool     `json:"exited,omitempty"`
-	Status uint32   `json:"status,omitempty"` // a syscall.WaitStatus
+	// UID and GID are the host ids the spawner leased the spoke (see
+	// sandbox.SpokeIDs) until it is released.
+	UID    int    `json:"uid,omitempty"`
+	GID    int    `json:"gid,omitempty"`
+	Exited bool   `json:"exited,omitempty"`
+	Status uint32 `json:"status,omitempty"` // a syscall.WaitStatus
 }
 
 // spawner is a running spawner process.
@@ -91,11 +97,12 @@ type spawnOutcome struct {
 
 // spokeProc is a spoke started by a spawner: its pid and how it ended.
 type spokeProc struct {
-	pid    int
-	cgroup []string // its cgroup's directories, if it has one
-	sp     *spawner
-	done   chan struct{}
-	err    error // nil for exit status 0; set before done is closed
+	pid      int
+	uid, gid int      // the host ids it runs as
+	cgroup   []string // its cgroup's directories, if it has one
+	sp       *spawner
+	done     chan struct{}
+	err      error // nil for exit status 0; set before done is closed
 
 	mu       sync.Mutex
 	released bool // reaped (or its spawner is gone): the pid is no longer its
@@ -119,6 +126,10 @@ func startSpawner(binary string, log zerolog.Logger) (*spawner, error) {
 	}
 	conn := c.(*net.UnixConn)
 	cmd := exec.Command(binary, SpawnerArg)
+	if r, ok := sandbox.CurrentIDRange(); ok {
+		// It leases the spokes' ids from the hub's range.
+		cmd.Args = append(cmd.Args, spokeIDsArg, fmt.Sprintf("%d:%d", r.First, r.Count))
+	}
 	cmd.Args[0] = "secgpt-spawner"
 	cmd.ExtraFiles = []*os.File{childFile} // fd 3
 	cmd.Env = []string{}
@@ -238,7 +249,7 @@ func (s *spawner) read() {
 		delete(s.pending, r.ID)
 		out := spawnOutcome{err: r.Err, sandbox: r.Sandbox}
 		if r.PID > 0 {
-			out.proc = &spokeProc{pid: r.PID, cgroup: r.Cgroup, sp: s, done: make(chan struct{})}
+			out.proc = &spokeProc{pid: r.PID, uid: r.UID, gid: r.GID, cgroup: r.Cgroup, sp: s, done: make(chan struct{})}
 			s.procs[r.PID] = out.proc
 		}
 		s.mu.Unlock()

@@ -21,6 +21,10 @@ import (
 // the spawner of a Manager (see spawner.go). ChildMain dispatches on it.
 const SpawnerArg = "__secgpt_spawner"
 
+// spokeIDsArg gives the spawner the hub's range of spoke ids, FIRST:COUNT
+// (see sandbox.SetIDRange).
+const spokeIDsArg = "--spoke-ids"
+
 // spawnerFD is the spawner's channel to the hub.
 const spawnerFD = 3
 
@@ -66,6 +70,17 @@ func spawnerMain() int {
 	if err != nil || !ok {
 		fmt.Fprintln(os.Stderr, "secgpt-spawner: no channel to the hub on fd 3:", err)
 		return exitProtocol
+	}
+	if len(os.Args) == 4 && os.Args[2] == spokeIDsArg {
+		var r sandbox.IDRange
+		_, err := fmt.Sscanf(os.Args[3], "%d:%d", &r.First, &r.Count)
+		if err == nil {
+			err = sandbox.SetIDRange(r)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "secgpt-spawner: bad spoke id range:", err)
+			return exitUsage
+		}
 	}
 	s := &spawnerServer{conn: conn, starts: make(chan spawnJob), release: map[int]chan struct{}{}}
 	for range starters {
@@ -140,6 +155,7 @@ func (s *spawnerServer) start(job spawnJob) error {
 	var cg *sandbox.Cgroup
 	if policy.Cgroup {
 		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
+			sandbox.Release(cmd)
 			return &sandboxError{err}
 		}
 	}
@@ -147,10 +163,12 @@ func (s *spawnerServer) start(job spawnJob) error {
 		if cg != nil {
 			cg.Remove()
 		}
+		sandbox.Release(cmd)
 		return err
 	}
 	pid := cmd.Process.Pid
 	reply := spawnerReply{ID: job.req.ID, PID: pid}
+	reply.UID, reply.GID = sandbox.SpokeIDs(cmd)
 	if cg != nil {
 		// Fail closed: a spoke outside its cgroup has no memory bound
 		// and is not used.
@@ -159,6 +177,7 @@ func (s *spawnerServer) start(job spawnJob) error {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			cg.Remove()
+			sandbox.Release(cmd)
 			return &sandboxError{err}
 		}
 		reply.Cgroup = cg.Dirs()
@@ -195,6 +214,8 @@ func (s *spawnerServer) watch(cmd *exec.Cmd, rel chan struct{}, cg *sandbox.Cgro
 		// the kernel to finish with what was in it.
 		cg.Remove()
 	}
+	// Its id may go to another spoke only now.
+	sandbox.Release(cmd)
 }
 
 func (s *spawnerServer) released(pid int) {

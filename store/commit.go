@@ -249,6 +249,15 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context) error) e
 	return s.committer.wait(ctx, op)
 }
 
+// Write runs fn, a write of tables another package keeps in the store's
+// database (see DB), as the store's own writes run: committed with the
+// writes waiting at that moment, returning once durable, or at once on a
+// store from Later. fn must make its statements with the context it is
+// given (they run in the batch's transaction) and must not write again.
+func (s *Store) Write(ctx context.Context, fn func(ctx context.Context) error) error {
+	return s.write(ctx, fn)
+}
+
 // writeAlone runs fn while no other write of this process runs, outside
 // any transaction (fn makes its own), and returns once it has.
 func (s *Store) writeAlone(ctx context.Context, fn func(ctx context.Context) error) error {

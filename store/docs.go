@@ -38,14 +38,84 @@ func (s *Store) GetDoc(ctx context.Context, user, app, collection, id string) (j
 // update of the user's documents of app, so a later put lists as newer even
 // within one clock tick.
 func (s *Store) PutDoc(ctx context.Context, user, app, collection, id string, body json.RawMessage) error {
+	return s.PutDocWithin(ctx, DocQuota{}, user, app, collection, id, body)
+}
+
+// DocQuota bounds what one app stores for one user: the bytes of its
+// documents' bodies and their number. A zero field is no bound.
+type DocQuota struct {
+	Bytes int64
+	Docs  int64
+}
+
+// ErrQuota is wrapped by every refusal of a put over a DocQuota.
+var ErrQuota = errors.New("over quota")
+
+// QuotaError is a put that would take an app's data over its quota; its
+// message names the bound.
+type QuotaError struct {
+	App string
+	// What is "bytes" or "documents"; Would what the put would make it,
+	// Limit the bound.
+	What         string
+	Would, Limit int64
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("%s would store %d %s for this user, over its limit of %d", e.App, e.Would, e.What, e.Limit)
+}
+
+func (e *QuotaError) Unwrap() error { return ErrQuota }
+
+// PutDocWithin is PutDoc bounded by q: a put that would take the app's
+// data for the user over q is refused with a *QuotaError and changes
+// nothing. The check and the write are one transaction, so concurrent puts
+// cannot pass the bound together.
+func (s *Store) PutDocWithin(ctx context.Context, q DocQuota, user, app, collection, id string, body json.RawMessage) error {
 	if err := checkDoc(user, app, collection, id, body); err != nil {
 		return fmt.Errorf("failed to put document: %w", err)
 	}
 	err := s.write(ctx, func(ctx context.Context) error {
+		if err := s.checkQuota(ctx, q, user, app, collection, id, body); err != nil {
+			return err
+		}
 		return s.putDoc(ctx, user, app, collection, id, body)
 	})
 	if err != nil {
 		return fmt.Errorf("failed to put document %s/%s of %s: %w", collection, id, app, err)
+	}
+	return nil
+}
+
+// checkQuota refuses a put that would take the app's data over q; it runs
+// inside the put's write transaction.
+func (s *Store) checkQuota(ctx context.Context, q DocQuota, user, app, collection, id string, body json.RawMessage) error {
+	if q.Bytes <= 0 && q.Docs <= 0 {
+		return nil
+	}
+	used, err := s.dataUsage(ctx, user, app)
+	if err != nil {
+		return err
+	}
+	// A replaced document gives back its bytes and its place.
+	var old int64
+	err = s.db.QueryRow(ctx, `SELECT length(CAST(body AS BLOB)) FROM app_docs
+		WHERE user_id=$1 AND app=$2 AND collection=$3 AND doc_id=$4`, user, app, collection, id).Scan(&old)
+	replaced := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	bytes, docs := used.Bytes-old+int64(len(body)), used.Docs
+	if !replaced {
+		docs++
+	}
+	if q.Docs > 0 && docs > q.Docs {
+		return &QuotaError{App: app, What: "documents", Would: docs, Limit: q.Docs}
+	}
+	// A put that shrinks the data is let through even over the bound (a
+	// bound lowered since): it can only help.
+	if q.Bytes > 0 && bytes > q.Bytes && int64(len(body)) > old {
+		return &QuotaError{App: app, What: "bytes", Would: bytes, Limit: q.Bytes}
 	}
 	return nil
 }

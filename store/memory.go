@@ -178,7 +178,8 @@ func (s *Store) HubMemory(ctx context.Context, user string, limit int) ([]Memory
 }
 
 // AppendSpokeMemory appends one entry to the memory of the user's spoke for
-// app. The content is the app's untrusted text, kept as is.
+// app. The content is the app's untrusted text, kept as is. Only the
+// newest MaxListLimit entries of an (user, app) are kept.
 func (s *Store) AppendSpokeMemory(ctx context.Context, user, app, content string) error {
 	if err := checkUserApp(user, app); err != nil {
 		return fmt.Errorf("failed to append spoke memory: %w", err)
@@ -189,6 +190,14 @@ func (s *Store) AppendSpokeMemory(ctx context.Context, user, app, content string
 	err := s.write(ctx, func(ctx context.Context) error {
 		_, err := s.db.Exec(ctx, "INSERT INTO spoke_memory (user_id, app, content, created_at) VALUES ($1, $2, $3, $4)",
 			user, app, content, nowNanos())
+		if err != nil {
+			return err
+		}
+		// No reader sees more than the last MaxListLimit entries: older
+		// ones would only fill the disk (an app appending in a loop).
+		_, err = s.db.Exec(ctx, `DELETE FROM spoke_memory WHERE user_id=$1 AND app=$2 AND id <= (
+			SELECT id FROM spoke_memory WHERE user_id=$1 AND app=$2 ORDER BY id DESC LIMIT 1 OFFSET $3)`,
+			user, app, MaxListLimit)
 		return err
 	})
 	if err != nil {

@@ -202,8 +202,9 @@ func (s *Store) Close() error {
 }
 
 // DB returns the underlying database, for tables owned by other packages
-// (give them their own version table with Child). Writes made through it do
-// not queue behind the store's writers; they wait in SQLite's busy handler.
+// (give them their own version table with Child). Writes made through it
+// directly do not queue behind the store's writers (they wait in SQLite's
+// busy handler): make them through Write.
 func (s *Store) DB() *dbutil.Database {
 	return s.db
 }

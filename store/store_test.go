@@ -28,10 +28,10 @@ func TestOpenMigratesEmptyFile(t *testing.T) {
 	if err := s.DB().QueryRow(ctx, "SELECT version, compat FROM "+store.VersionTable).Scan(&version, &compat); err != nil {
 		t.Fatalf("read schema version: %v", err)
 	}
-	if version != 3 || compat != 3 {
-		t.Errorf("schema version = %d (compat %d), want 3 (3)", version, compat)
+	if version != 5 || compat != 5 {
+		t.Errorf("schema version = %d (compat %d), want 5 (5)", version, compat)
 	}
-	for _, table := range []string{"sessions", "grants", "audit_log", "hub_memory", "spoke_memory", "app_docs"} {
+	for _, table := range []string{"sessions", "grants", "audit_log", "hub_memory", "spoke_memory", "app_docs", "scratch", "model_usage", "app_data_usage"} {
 		if ok, err := s.DB().TableExists(ctx, table); err != nil || !ok {
 			t.Errorf("table %s exists = %v, %v; want true", table, ok, err)
 		}
@@ -148,6 +148,12 @@ func TestUpgradeKeepsHubMemoryOfUnknownProvenance(t *testing.T) {
 	for _, q := range []string{
 		"ALTER TABLE hub_memory DROP COLUMN provenance",
 		"DROP TABLE app_discovery",
+		"DROP TABLE scratch",
+		"DROP TABLE model_usage",
+		"DROP TRIGGER app_docs_usage_insert",
+		"DROP TRIGGER app_docs_usage_update",
+		"DROP TRIGGER app_docs_usage_delete",
+		"DROP TABLE app_data_usage",
 		"INSERT INTO hub_memory (user_id, role, content, created_at) VALUES ('@a:x', 'user', 'old question', 1), ('@a:x', 'assistant', 'old answer', 2)",
 		"UPDATE " + store.VersionTable + " SET version=1, compat=1",
 	} {

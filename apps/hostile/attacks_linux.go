@@ -229,6 +229,23 @@ func manyFiles(path string, count int) Result {
 	return Result{Attack: attack, Outcome: Succeeded, Detail: fmt.Sprintf("held %d descriptors at once", len(fds))}
 }
 
+// fillDisk writes files of 1 MiB in dir, up to count, until a write is
+// refused: the space or the inodes of the scratch (ENOSPC, EDQUOT), or the
+// file size limit (EFBIG) bound it.
+func fillDisk(dir string, count int) Result {
+	attack := fmt.Sprintf("%s %s %d", FillDisk, dir, count)
+	chunk := make([]byte, 1<<20)
+	var bytes int64
+	for i := range count {
+		err := os.WriteFile(fmt.Sprintf("%s/fill-%d", dir, i), chunk, 0o600)
+		if err != nil {
+			return judge(attack, fmt.Errorf("after %d bytes in %d files: %w", bytes, i, err), "", unix.ENOSPC, unix.EDQUOT, unix.EFBIG)
+		}
+		bytes += int64(len(chunk))
+	}
+	return Result{Attack: attack, Outcome: Succeeded, Detail: fmt.Sprintf("wrote %d bytes in %d files", bytes, count)}
+}
+
 // iscFD is the spoke's channel to the hub.
 const iscFD = 3
 

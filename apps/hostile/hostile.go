@@ -66,6 +66,9 @@ const (
 	BigFile = "bigfile"
 	// ManyFiles opens the directory Path Count times.
 	ManyFiles = "manyfiles"
+	// FillDisk writes up to Count files of 1 MiB in the directory Path,
+	// until a write is refused: a disk fill.
+	FillDisk = "filldisk"
 	// Flood writes Frames request frames straight onto the ISC channel
 	// (fd 3), as fast as it can, bypassing the spoke runtime, and drains
 	// the replies.
@@ -75,6 +78,17 @@ const (
 	Stall = "stall"
 	// Fetch gets URL through the hub's egress broker.
 	Fetch = "fetch"
+	// Grind writes Frames model requests of Bytes each straight onto the
+	// ISC channel, as fast as the hub takes them, draining the replies: a
+	// prompt over the hub's limit is refused, but only after the hub has
+	// read it.
+	Grind = "grind"
+	// Burn makes Count model calls with a prompt of Bytes each, one after
+	// another, straight on the ISC channel, until one is refused.
+	Burn = "burn"
+	// Fill stores Count documents of Bytes each in the app's own data until
+	// the hub refuses one.
+	Fill = "fill"
 )
 
 // Outcome is what an attempt came to.
@@ -163,12 +177,20 @@ var functions = []function{
 		func(_ context.Context, _ apps.Env, in input) Result { return bigFile(in.Path, in.Bytes) }},
 	{ManyFiles, "Open a directory many times at once.", []argument{str("path", "Directory to open."), num("count", "How many times.")},
 		func(_ context.Context, _ apps.Env, in input) Result { return manyFiles(in.Path, in.Count) }},
+	{FillDisk, "Write 1 MiB files in a directory until refused.", []argument{str("path", "Directory to fill."), num("count", "At most how many files.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return fillDisk(in.Path, in.Count) }},
 	{Flood, "Send request frames to the hub as fast as possible.", []argument{num("frames", "How many.")},
 		func(_ context.Context, _ apps.Env, in input) Result { return flood(in.Frames) }},
 	{Stall, "Send request frames to the hub and never read its replies.", []argument{num("frames", "How many.")},
 		func(_ context.Context, _ apps.Env, in input) Result { return stall(in.Frames) }},
 	{Fetch, "Get a URL through the egress broker.", []argument{str("url", "URL to get.")},
 		func(ctx context.Context, env apps.Env, in input) Result { return fetch(ctx, env, in.URL) }},
+	{Grind, "Send large model requests to the hub as fast as it reads them.", []argument{num("frames", "How many."), num("bytes", "Size of each.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return grind(in.Frames, in.Bytes) }},
+	{Burn, "Make model calls with large prompts until refused.", []argument{num("count", "How many."), num("bytes", "Prompt size.")},
+		func(_ context.Context, _ apps.Env, in input) Result { return burnTokens(in.Count, in.Bytes) }},
+	{Fill, "Store documents in the app's data until refused.", []argument{num("count", "How many."), num("bytes", "Size of each.")},
+		func(ctx context.Context, env apps.Env, in input) Result { return fill(ctx, env, in.Count, in.Bytes) }},
 }
 
 func requestSchema(args []argument) json.RawMessage {

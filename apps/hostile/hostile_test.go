@@ -219,3 +219,16 @@ func TestOtherProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestFillSucceedsUnconfined: with no quota the fill stores all it was
+// asked, so a refusal in the hub is the hub's doing.
+func TestFillSucceedsUnconfined(t *testing.T) {
+	out, err := newApp().Call(context.Background(), appstest.NewEnv(), Fill, json.RawMessage(`{"count":3,"bytes":100}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Result
+	if err := json.Unmarshal(out, &r); err != nil || r.Outcome != Succeeded || r.Detail != "stored 300 bytes in 3 documents" {
+		t.Errorf("fill = %s, %v; want success storing 300 bytes", out, err)
+	}
+}

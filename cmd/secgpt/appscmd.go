@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/scratch"
 )
 
 // runApps lists the installed apps. Each external app's server is started
@@ -36,6 +37,7 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		printApp(stdout, a.Spec(), cfg.appLimits(name))
 	}
 	var cache discoveryCache
+	var root *scratch.Root
 	if len(cfg.Apps.External) > 0 {
 		st, err := openStore(ctx, cfg.Database)
 		if err != nil {
@@ -43,9 +45,14 @@ func runApps(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		defer st.Close()
 		cache = refresh{st}
+		if root, err = newScratch(cfg, st, nil, zerolog.Nop()); err != nil {
+			return &startupError{err: err}
+		}
+		// After discovery's spokes, which discoverExternal stops.
+		defer root.Close()
 	}
 	declared := cfg.Apps.External
-	specs, failed := discoverExternal(ctx, &cfg, cache, zerolog.Nop())
+	specs, failed := discoverExternal(ctx, &cfg, cache, root, zerolog.Nop())
 	var names []string
 	for _, e := range declared {
 		if err := failed[e.Name]; err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/secgpt/secgpt/spoke"
+	"github.com/secgpt/secgpt/store/storetest"
 )
 
 // reportPercentiles reports the p50 and p99 of samples in milliseconds.
@@ -103,7 +104,11 @@ func BenchmarkSpokeStart(b *testing.B) {
 			}
 			cfg.Spokes.ScratchDir = filepath.Join(scratch, "s")
 			cfg.Spokes.Spares = c.spares
-			opts := spokeOptions(cfg, zerolog.Nop())
+			root, err := newScratch(cfg, storetest.Open(b), nil, zerolog.Nop())
+			if err != nil {
+				b.Fatal(err)
+			}
+			opts := spokeOptions(cfg, root, zerolog.Nop())
 			opts.Binary = spokeBin
 			m, err := spoke.NewManager(opts)
 			if err != nil {

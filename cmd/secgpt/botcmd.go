@@ -60,7 +60,7 @@ func runBot(ctx context.Context, args []string, stderr io.Writer) error {
 		MaxQueued:       cfg.Bot.MaxQueued,
 		MaxMessageBytes: cfg.Bot.MaxMessage,
 		ConsentSettle:   cfg.Bot.ConsentSettle,
-		DB:              sys.store.DB(),
+		Store:           sys.store,
 		Hub:             sys.hub,
 		Log:             log.With().Str("component", "bot").Logger(),
 	})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os/user"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ const chatHelp = `Type a request, or a command:
   /grants          your stored permissions
   /revoke APP|all  remove permissions
   /audit           your latest permission decisions
+  /usage           today's model tokens per app, your apps' stored data, the limits
   /forget          erase what the assistant remembers about you
   /reset           end your session (session permissions end, apps stop)
   /quit            leave`
@@ -140,6 +142,13 @@ func chatCommand(ctx context.Context, sys *system, userID, line string, out io.W
 		for _, e := range entries {
 			fmt.Fprintf(out, "  %s %s %s: %s (%s)\n", e.Time.Format(time.DateTime), e.Category, e.Subject, e.Decision, e.Source)
 		}
+	case "/usage":
+		rep, err := sys.hub.Usage(ctx, userID)
+		if err != nil {
+			fmt.Fprintln(out, "secgpt:", err)
+			return
+		}
+		printUsage(out, rep, time.Now())
 	case "/forget":
 		if err := sys.hub.Forget(ctx, userID); err != nil {
 			fmt.Fprintln(out, "secgpt:", err)
@@ -200,5 +209,25 @@ func (t *terminalConsenter) Ask(ctx context.Context, req hub.ConsentRequest) (hu
 			fmt.Fprintln(t.out, "\nyou did not answer in time: nothing was allowed")
 			return hub.DecisionDeny, ctx.Err()
 		}
+	}
+}
+
+// printUsage writes /usage's answer: the day's tokens against the budgets,
+// each app's share and stored data.
+func printUsage(out io.Writer, rep hub.UsageReport, now time.Time) {
+	b := rep.Budgets
+	fmt.Fprintf(out, "  today (%s UTC): %d of your %d tokens a day, at most %d for one request; the daily budgets start again in %s\n",
+		rep.Day, rep.Tokens, b.TokensPerUserDay, b.TokensPerQuery, rep.Resets.Sub(now).Round(time.Minute))
+	for _, u := range rep.Apps {
+		name := "the assistant"
+		if u.App != "" {
+			name = u.App
+		}
+		fmt.Fprintf(out, "  %s: %d tokens in %d model calls (%d estimated), the hub's time %v\n",
+			name, u.Tokens(), u.Calls, u.Estimated, u.HubTime.Round(time.Millisecond))
+	}
+	for _, app := range slices.Sorted(maps.Keys(rep.Data)) {
+		d := rep.Data[app]
+		fmt.Fprintf(out, "  %s stores %d bytes in %d documents for you, of %d bytes and %d documents\n", app, d.Bytes, d.Docs, b.DataBytes, b.DataDocs)
 	}
 }

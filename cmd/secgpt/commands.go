@@ -262,6 +262,6 @@ func limitsLine(l sandbox.Limits, external bool) string {
 	if ok, _ := sandbox.CgroupSupport(); ok && external {
 		as += " (not applied to an external app's server: its memory is bounded)"
 	}
-	return fmt.Sprintf("cpu %ds, memory %d MiB, tasks %d, %s, file size %d MiB, open files %d",
-		l.CPUSeconds, l.Memory>>20, l.Tasks, as, l.FileSize>>20, l.OpenFiles)
+	return fmt.Sprintf("cpu %ds, memory %d MiB, tasks %d, %s, file size %d MiB, open files %d, scratch %d MiB and %d files",
+		l.CPUSeconds, l.Memory>>20, l.Tasks, as, l.FileSize>>20, l.OpenFiles, l.DiskBytes>>20, l.DiskFiles)
 }

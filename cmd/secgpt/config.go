@@ -141,6 +141,22 @@ type SpokesConfig struct {
 	MaxFramesPerSecond int           `yaml:"max_frames_per_second"`
 	ScratchDir         string        `yaml:"scratch_dir"`
 	Spares             int           `yaml:"spares"`
+	MaxSpares          int           `yaml:"max_spares"`
+	Disk               DiskConfig    `yaml:"disk"`
+}
+
+// DiskConfig says how long scratch directories live and what they may
+// take of the disk that holds them. Each scratch's own bound is a limit
+// (LimitsConfig.DiskBytes and DiskFiles).
+type DiskConfig struct {
+	// MaxIdle is how long a scratch directory may go unused before it is
+	// removed (at start and then periodically, never while a spoke of
+	// its (user, app) runs); 0 keeps them.
+	MaxIdle time.Duration `yaml:"max_idle"`
+	// ReserveBytes must stay free on the scratch disk: no new scratch of
+	// an app that keeps data is made that would leave less, so a full
+	// scratch never starves what shares the disk.
+	ReserveBytes uint64 `yaml:"reserve_bytes"`
 }
 
 type BudgetsConfig struct {
@@ -151,6 +167,17 @@ type BudgetsConfig struct {
 	MaxPromptBytes      int `yaml:"max_prompt_bytes"`
 	HistoryEntries      int `yaml:"history_entries"`
 	MemoryEntries       int `yaml:"memory_entries"`
+
+	// Model tokens per request, per user per UTC day, and per app per user
+	// per UTC day (see hub.Budgets).
+	TokensPerQuery   int64 `yaml:"tokens_per_query"`
+	TokensPerUserDay int64 `yaml:"tokens_per_user_day"`
+	TokensPerAppDay  int64 `yaml:"tokens_per_app_day"`
+	// The hub's own time serving one step of a spoke.
+	HubTimePerStep time.Duration `yaml:"hub_time_per_step"`
+	// What each app may store for each user.
+	DataBytesPerApp int64 `yaml:"data_bytes_per_app"`
+	DataDocsPerApp  int64 `yaml:"data_docs_per_app"`
 }
 
 type SandboxConfig struct {
@@ -161,6 +188,15 @@ type SandboxConfig struct {
 	// AllowWeaker is the operator's explicit opt-out: run apps even when the
 	// kernel lacks seccomp or Landlock. Logged loudly.
 	AllowWeaker bool `yaml:"allow_weaker_sandbox"`
+	// SpokeIDs are the host uids and gids a root hub gives its spokes, one
+	// per live spoke; zero keeps sandbox.DefaultIDRange.
+	SpokeIDs IDRangeConfig `yaml:"spoke_ids"`
+}
+
+// IDRangeConfig is a range of host ids: First, First+1, …, First+Count-1.
+type IDRangeConfig struct {
+	First uint32 `yaml:"first"`
+	Count uint32 `yaml:"count"`
 }
 
 // LimitsConfig are a spoke's resource limits; 0 keeps the default.
@@ -174,6 +210,11 @@ type LimitsConfig struct {
 	MemoryBytes uint64 `yaml:"memory_bytes"`
 	// Tasks bounds the processes and threads of the spoke and its server.
 	Tasks uint64 `yaml:"tasks"`
+	// DiskBytes and DiskFiles bound the app's scratch directory of each
+	// user: a tmpfs per spoke, or for an app that keeps data a filesystem
+	// image per (user, app) (a checked quota where the hub is not root).
+	DiskBytes uint64 `yaml:"disk_bytes"`
+	DiskFiles uint64 `yaml:"disk_files"`
 }
 
 type LoggingConfig struct {
@@ -231,11 +272,14 @@ func defaultConfig() Config {
 		Sessions:  SessionsConfig{IdleTimeout: time.Hour},
 		Spokes: SpokesConfig{
 			IdleTimeout: 10 * time.Minute, MaxFrameBytes: 1 << 20, MaxFramesPerSecond: 500,
-			ScratchDir: scratch, Spares: 2,
+			ScratchDir: scratch, Spares: 2, MaxSpares: 64,
+			Disk: DiskConfig{MaxIdle: 30 * 24 * time.Hour, ReserveBytes: 1 << 30},
 		},
 		Budgets: BudgetsConfig{
 			MaxQueryBytes: 8 << 10, MaxPlanSteps: 16, MaxLLMCallsPerStep: 8, MaxLLMCallsPerQuery: 32,
 			MaxPromptBytes: 512 << 10, HistoryEntries: 20, MemoryEntries: 20,
+			TokensPerQuery: 250_000, TokensPerUserDay: 2_000_000, TokensPerAppDay: 1_000_000,
+			HubTimePerStep: 2 * time.Second, DataBytesPerApp: 16 << 20, DataDocsPerApp: 10_000,
 		},
 		// New namespaces where the kernel allows them, as the example
 		// config says: the strongest confinement is the default.
@@ -389,6 +433,15 @@ func (c *Config) validate() error {
 	if c.Spokes.Spares < 0 || c.Spokes.Spares > 16 {
 		return bad("spokes.spares", "must be between 0 and 16")
 	}
+	if c.Spokes.MaxSpares < 0 || c.Spokes.MaxSpares > 1024 {
+		return bad("spokes.max_spares", "must be between 0 and 1024")
+	}
+	if c.Spokes.Disk.MaxIdle < 0 {
+		return bad("spokes.disk.max_idle", "must be 0 (keep scratch) or positive")
+	}
+	if rel, err := filepath.Rel(filepath.Clean(c.Spokes.ScratchDir), filepath.Clean(c.Database)); err == nil && !strings.HasPrefix(rel, "..") {
+		return bad("spokes.scratch_dir", "holds the database: apps' scratch and the database must be on different paths, so that apps never reach the database and a full scratch never stops it")
+	}
 	for _, n := range []struct {
 		field string
 		v     int
@@ -397,6 +450,18 @@ func (c *Config) validate() error {
 		{"budgets.max_llm_calls_per_step", c.Budgets.MaxLLMCallsPerStep}, {"budgets.max_llm_calls_per_query", c.Budgets.MaxLLMCallsPerQuery},
 		{"budgets.max_prompt_bytes", c.Budgets.MaxPromptBytes}, {"budgets.history_entries", c.Budgets.HistoryEntries},
 		{"budgets.memory_entries", c.Budgets.MemoryEntries},
+	} {
+		if n.v <= 0 {
+			return bad(n.field, "must be positive")
+		}
+	}
+	for _, n := range []struct {
+		field string
+		v     int64
+	}{
+		{"budgets.tokens_per_query", c.Budgets.TokensPerQuery}, {"budgets.tokens_per_user_day", c.Budgets.TokensPerUserDay},
+		{"budgets.tokens_per_app_day", c.Budgets.TokensPerAppDay}, {"budgets.hub_time_per_step", int64(c.Budgets.HubTimePerStep)},
+		{"budgets.data_bytes_per_app", c.Budgets.DataBytesPerApp}, {"budgets.data_docs_per_app", c.Budgets.DataDocsPerApp},
 	} {
 		if n.v <= 0 {
 			return bad(n.field, "must be positive")
@@ -512,6 +577,12 @@ func (l LimitsConfig) validate(prefix string) error {
 	}
 	if l.Tasks != 0 && l.Tasks < sandbox.MinTasks {
 		return fmt.Errorf("config: %s.tasks: must be 0 (the default) or at least %d", prefix, sandbox.MinTasks)
+	}
+	if l.DiskBytes != 0 && l.DiskBytes < sandbox.MinDiskBytes {
+		return fmt.Errorf("config: %s.disk_bytes: must be 0 (the default) or at least %d", prefix, sandbox.MinDiskBytes)
+	}
+	if l.DiskFiles != 0 && l.DiskFiles < sandbox.MinDiskFiles {
+		return fmt.Errorf("config: %s.disk_files: must be 0 (the default) or at least %d", prefix, sandbox.MinDiskFiles)
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/hub/egress"
 	"github.com/secgpt/secgpt/sandbox"
+	"github.com/secgpt/secgpt/scratch"
 	"github.com/secgpt/secgpt/spoke"
 	"github.com/secgpt/secgpt/store"
 )
@@ -233,15 +234,16 @@ func (c Config) appLimits(name string) sandbox.Limits {
 	return sandboxLimits(c.Sandbox, name)
 }
 
-// externalPolicy is the sandbox of an external app's spoke: strict for the
-// spoke itself, which starts the server under the exec profile (see
+// externalPolicy is the sandbox of an external app's spoke but for its
+// scratch directory, which it keeps across spokes: strict for the spoke
+// itself, which starts the server under the exec profile (see
 // spoke.External); with egress the proxy profile, in a network namespace
 // of its own, whose loopback carries the app's only way out.
-func externalPolicy(cfg Config, e ExternalApp, scratch string) sandbox.Policy {
+func externalPolicy(cfg Config, e ExternalApp) sandbox.Policy {
 	p := sandbox.Policy{
 		Profile:     sandbox.ProfileStrict,
 		Limits:      e.limits(cfg.Sandbox),
-		Scratch:     scratch,
+		KeepScratch: true,
 		Namespaces:  cfg.Sandbox.Namespaces,
 		AllowWeaker: cfg.Sandbox.AllowWeaker,
 	}
@@ -321,7 +323,7 @@ const discoveryFormat = "discovery v1 "
 // be discovered is not installed: it is dropped from cfg, with one error
 // line in the log (which is secgpt's stderr), and the rest runs. failed
 // says why, per app.
-func discoverExternal(ctx context.Context, cfg *Config, cache discoveryCache, log zerolog.Logger) (specs []apps.Spec, failed map[string]error) {
+func discoverExternal(ctx context.Context, cfg *Config, cache discoveryCache, root *scratch.Root, log zerolog.Logger) (specs []apps.Spec, failed map[string]error) {
 	if len(cfg.Apps.External) == 0 {
 		return nil, nil
 	}
@@ -348,7 +350,7 @@ func discoverExternal(ctx context.Context, cfg *Config, cache discoveryCache, lo
 		// Discovery starts one spoke per external app, none of them strict.
 		discovery := *cfg
 		discovery.Spokes.Spares = 0
-		mgr, err := newSpokeManager(discovery, log)
+		mgr, err := newSpokeManager(discovery, root, log)
 		if err != nil {
 			for _, i := range missing {
 				errs[i] = err

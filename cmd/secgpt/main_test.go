@@ -76,7 +76,7 @@ func testConfig(t *testing.T, extra string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(scratch) })
+	t.Cleanup(func() { removeScratch(t, scratch) })
 	if err := os.Chmod(scratch, 0o711); err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +128,9 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{"bad duration", "deadlines:\n  step: soon\n", "config: "},
 		{"negative budget", "budgets:\n  max_plan_steps: -1\n", "budgets.max_plan_steps: must be positive"},
 		{"address space too small", "sandbox:\n  address_space_bytes: 1048576\n", "sandbox.address_space_bytes: must be 0"},
+		{"scratch too small", "sandbox:\n  disk_bytes: 1024\n", "sandbox.disk_bytes: must be 0"},
+		{"negative scratch age", "spokes:\n  disk: {max_idle: -1h}\n", "spokes.disk.max_idle: must be 0"},
+		{"scratch holding the database", "database: /srv/secgpt/scratch/secgpt.db\nspokes:\n  scratch_dir: /srv/secgpt/scratch\n", "spokes.scratch_dir: holds the database"},
 		{"per-app limits for an unknown app", "sandbox:\n  apps:\n    ghost: {cpu_seconds: 3}\n", "sandbox.apps.ghost: names an app that is not installed"},
 		{"bad log level", "logging:\n  level: loud\n", "logging.level: must be"},
 	}
@@ -250,11 +253,12 @@ func TestAskDenyAllNamesTheApp(t *testing.T) {
 
 func TestChatAsksInTheTerminal(t *testing.T) {
 	cfg := testConfig(t, "")
-	r := runBinary(t, "Use metro_hail from 'Main Street' to 'Elm Avenue'.\nx\no\n/grants\n/quit\n", "chat", "--config", cfg, "--user", "tester")
+	r := runBinary(t, "Use metro_hail from 'Main Street' to 'Elm Avenue'.\nx\no\n/grants\n/usage\n/quit\n", "chat", "--config", cfg, "--user", "tester")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"permission needed (exec)", `Run the app "metro_hail"`, "please answer with one of the choices", "fare = 51.80", "no stored permissions"} {
+	for _, want := range []string{"permission needed (exec)", `Run the app "metro_hail"`, "please answer with one of the choices", "fare = 51.80", "no stored permissions",
+		"of your 2000000 tokens a day, at most 250000 for one request", "  the assistant: "} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("chat output lacks %q:\n%s", want, r.stdout)
 		}

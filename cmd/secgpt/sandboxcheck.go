@@ -100,7 +100,8 @@ func runSandboxCheck(ctx context.Context, args []string, stdout, stderr io.Write
 	defer sys.Close()
 
 	var sum checkSummary
-	opts := sandboxcheck.Options{Hub: sys.hub, Lab: lab, Logs: logs, Limits: limits, AttemptTimeout: 2 * checkStepLimit}
+	opts := sandboxcheck.Options{Hub: sys.hub, Lab: lab, Logs: logs, Limits: limits, AttemptTimeout: 2 * checkStepLimit,
+		Scratch: func(user, app string) (string, error) { return sys.scratch.Path(ctx, user, app) }}
 	if err := sum.run(ctx, stdout, "the Go hostile app", opts, sandboxcheck.Controls(), sandboxcheck.Attacks()); err != nil {
 		return err
 	}

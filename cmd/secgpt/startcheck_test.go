@@ -36,3 +36,27 @@ func TestUnreachableScratchFailsAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestSpokeIDRangeCheckedAtStart: a sandbox.spoke_ids range that meets a
+// user of the machine (root's uid 0 is refused by its bounds, /etc/passwd's
+// users by their ids) stops the binary at start with one line naming the
+// field; a free range runs apps.
+func TestSpokeIDRangeCheckedAtStart(t *testing.T) {
+	for _, tt := range []struct {
+		name, ids string
+		bad       bool
+	}{
+		{"meets nobody and the users below it", "sandbox:\n  spoke_ids:\n    first: 1000\n    count: 65000\n", true},
+		{"a free range", "sandbox:\n  spoke_ids:\n    first: 1950000000\n    count: 100\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t, tt.ids)
+			r := runBinary(t, "", "ask", "--config", cfg, "--user", "u", "Use metro_hail from 'A' to 'B'.")
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			refused := r.code == exitConfig && len(lines) == 1 && strings.Contains(lines[0], "sandbox.spoke_ids")
+			if refused != tt.bad || (!tt.bad && r.code != 0) {
+				t.Errorf("exit %d, stderr %q; want refused at start: %v (else exit 0)", r.code, r.stderr, tt.bad)
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/secgpt/secgpt/llm"
 	"github.com/secgpt/secgpt/reveal"
 	"github.com/secgpt/secgpt/sandbox"
+	"github.com/secgpt/secgpt/scratch"
 	"github.com/secgpt/secgpt/spoke"
 	"github.com/secgpt/secgpt/store"
 )
@@ -73,6 +74,10 @@ type system struct {
 	models *modelEndpoints
 	spokes *spoke.Manager
 	hub    *hub.Hub
+	// scratch is the spokes' scratch root; stopReaping ends its reaper
+	// and waits for it.
+	scratch     *scratch.Root
+	stopReaping func()
 	// unavailable are the declared external apps that could not be
 	// discovered, and why.
 	unavailable map[string]error
@@ -97,21 +102,29 @@ func openSystemWith(ctx context.Context, cfg Config, egress hub.Egress, log zero
 		s.Close()
 		return nil, err
 	}
-	// Before the spoke manager, which must know what discovery found.
-	external, unavailable := discoverExternal(ctx, &cfg, st, log)
-	s.unavailable = unavailable
-	s.cfg = cfg
-	if s.spokes, err = newSpokeManager(cfg, log); err != nil {
+	var spokes *spoke.Manager
+	if s.scratch, err = newScratch(cfg, st, func(user, app string) bool { return runs(spokes, user, app) }, log); err != nil {
 		s.Close()
 		return nil, err
 	}
+	// Before the spoke manager, which must know what discovery found.
+	external, unavailable := discoverExternal(ctx, &cfg, st, s.scratch, log)
+	s.unavailable = unavailable
+	s.cfg = cfg
+	if spokes, err = newSpokeManager(cfg, s.scratch, log); err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.spokes = spokes
+	s.stopReaping = reapScratch(ctx, s.scratch)
 	var specs []apps.Spec
 	for _, name := range cfg.Apps.Installed {
 		a, _ := apps.Lookup(name)
 		specs = append(specs, a.Spec())
 	}
 	specs = append(specs, external...)
-	if s.hub, err = newHub(ctx, cfg, st, s.models.router, s.spokes, specs, egress, log); err != nil {
+	runner := quotaRunner{Manager: spokes, cfg: cfg, root: s.scratch}
+	if s.hub, err = newHub(ctx, cfg, st, s.models.router, runner, s.scratch, specs, egress, log); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -127,8 +140,16 @@ func openStore(ctx context.Context, path string) (*store.Store, error) {
 }
 
 func (s *system) Close() {
+	if s.stopReaping != nil {
+		s.stopReaping()
+	}
 	if s.spokes != nil {
 		s.spokes.Close()
+	}
+	if s.scratch != nil {
+		if err := s.scratch.Close(); err != nil {
+			s.log.Warn().Err(err).Msg("Scratch images left mounted")
+		}
 	}
 	if s.models != nil {
 		s.models.close()
@@ -165,6 +186,12 @@ func overrideLimits(l sandbox.Limits, overrides ...LimitsConfig) sandbox.Limits 
 		if o.Tasks > 0 {
 			l.Tasks = o.Tasks
 		}
+		if o.DiskBytes > 0 {
+			l.DiskBytes = o.DiskBytes
+		}
+		if o.DiskFiles > 0 {
+			l.DiskFiles = o.DiskFiles
+		}
 	}
 	return l
 }
@@ -174,6 +201,12 @@ func overrideLimits(l sandbox.Limits, overrides ...LimitsConfig) sandbox.Limits 
 // it) and the uid spokes run as can pass through every directory down to
 // it. Otherwise every approved request would fail later, one by one.
 func checkScratch(cfg Config) error {
+	// The spokes' ids first: the scratch must be reachable by them.
+	if r := cfg.Sandbox.SpokeIDs; r != (IDRangeConfig{}) {
+		if err := sandbox.SetIDRange(sandbox.IDRange{First: r.First, Count: r.Count}); err != nil {
+			return &configError{err: fmt.Errorf("config: sandbox.spoke_ids: %w", err)}
+		}
+	}
 	root := cfg.Spokes.ScratchDir
 	bad := func(format string, args ...any) error {
 		return &configError{err: fmt.Errorf("config: spokes.scratch_dir: %s", fmt.Sprintf(format, args...))}
@@ -198,11 +231,16 @@ func checkSandbox(cfg Config, stderr io.Writer, log zerolog.Logger) error {
 	for _, line := range caps.Lines() {
 		fmt.Fprintln(stderr, "sandbox:", line)
 	}
+	fmt.Fprintln(stderr, "sandbox:", scratch.Report(caps.OwnScratch(sandbox.Policy{Profile: sandbox.ProfileStrict, Namespaces: cfg.Sandbox.Namespaces})))
 	if bin, err := spokeBinary(cfg); err == nil {
 		// A missing one fails the start where the spokes' manager starts.
 		fmt.Fprintln(stderr, "sandbox: apps run in", bin+", started by a spawner process, not by this one")
 	}
 	err := caps.Check(sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandboxLimits(cfg.Sandbox, ""), Namespaces: cfg.Sandbox.Namespaces})
+	if err == nil && os.Geteuid() == 0 && !caps.UIDs {
+		// A root hub's spokes each run as an id of their own.
+		err = fmt.Errorf("uid separation: %s", caps.UIDsDetail)
+	}
 	if err == nil {
 		return nil
 	}
@@ -214,41 +252,132 @@ func checkSandbox(cfg Config, stderr io.Writer, log zerolog.Logger) error {
 	return nil
 }
 
-// spokePolicy gives every spoke its sandbox: the app's profile, the
-// configured limits, and a private scratch directory per (user, app).
-func spokePolicy(cfg Config) spoke.PolicyFunc {
-	return func(k spoke.Key) (sandbox.Policy, error) {
-		if e, ok := cfg.Apps.externalApp(k.App); ok {
-			scratch, err := spoke.ScratchDir(cfg.Spokes.ScratchDir, k)
-			if err != nil {
-				return sandbox.Policy{}, err
-			}
-			return externalPolicy(cfg, e, scratch), nil
+// newScratch opens the spokes' scratch root, whose directories st names;
+// running says whether a spoke of (user, app) runs, whose scratch is not
+// reaped.
+func newScratch(cfg Config, st *store.Store, running func(user, app string) bool, log zerolog.Logger) (*scratch.Root, error) {
+	return scratch.New(scratch.Options{
+		Dir: cfg.Spokes.ScratchDir, IDs: st, MaxIdle: cfg.Spokes.Disk.MaxIdle, Reserve: cfg.Spokes.Disk.ReserveBytes,
+		Running: running, Log: log.With().Str("component", "scratch").Logger(),
+	})
+}
+
+// runs reports whether m runs a spoke of (user, app); app is a scratch
+// label (see scratchOwner).
+func runs(m *spoke.Manager, user, app string) bool {
+	if m == nil {
+		return false
+	}
+	for k := range m.PIDs() {
+		if u, a := scratchOwner(k); u == user && a == app {
+			return true
 		}
-		profile := sandbox.Profile(apps.ProfileStrict)
-		if k.App != "" {
-			a, ok := apps.Lookup(k.App)
-			if !ok {
-				return sandbox.Policy{}, fmt.Errorf("no app %q", k.App)
-			}
-			profile = sandbox.Profile(a.Spec().Profile)
-		}
-		scratch, err := spoke.ScratchDir(cfg.Spokes.ScratchDir, k)
-		if err != nil {
-			return sandbox.Policy{}, err
-		}
-		return sandbox.Policy{
-			Profile:     profile,
-			Limits:      sandboxLimits(cfg.Sandbox, k.App),
-			Scratch:     scratch,
-			Namespaces:  cfg.Sandbox.Namespaces,
-			AllowWeaker: cfg.Sandbox.AllowWeaker,
-		}, nil
+	}
+	return false
+}
+
+// scratchOwner names the (user, app) a spoke's scratch belongs to: a
+// vanilla spoke's app and a discovery spoke's user have names of their
+// own, which no app and no Matrix user can have.
+func scratchOwner(k spoke.Key) (user, app string) {
+	user, app = k.User, k.App
+	if spoke.IsDiscovery(k) {
+		user = "(discovery)"
+	}
+	if app == "" {
+		app = "(vanilla)"
+	}
+	return user, app
+}
+
+// reapScratch reaps root's idle scratch now and periodically, until the
+// returned function is called, which waits for the reaper to stop.
+func reapScratch(ctx context.Context, root *scratch.Root) func() {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		root.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 
-func newSpokeManager(cfg Config, log zerolog.Logger) (*spoke.Manager, error) {
-	opts := spokeOptions(cfg, log)
+// scratchTimeout bounds naming and mounting a spoke's scratch.
+const scratchTimeout = 10 * time.Second
+
+// spokePolicy gives every spoke its sandbox: the app's profile, the
+// configured limits, and a private scratch directory per (user, app) from
+// root, which bounds it where the spoke cannot (see scratch.Root.Dir).
+func spokePolicy(cfg Config, root *scratch.Root) spoke.PolicyFunc {
+	return func(k spoke.Key) (sandbox.Policy, error) {
+		p, err := appPolicy(cfg, k)
+		if err != nil {
+			return sandbox.Policy{}, err
+		}
+		p.KeepScratch = p.KeepScratch || !sandbox.OwnScratch(p)
+		l := p.Limits.WithDefaults(p.Profile)
+		ctx, cancel := context.WithTimeout(context.Background(), scratchTimeout)
+		defer cancel()
+		user, app := scratchOwner(k)
+		if p.Scratch, err = root.Dir(ctx, user, app, p.KeepScratch, scratch.Quota{Bytes: l.DiskBytes, Files: l.DiskFiles}); err != nil {
+			return sandbox.Policy{}, err
+		}
+		return p, nil
+	}
+}
+
+// quotaRunner runs steps on its Manager, first refusing the step of a
+// spoke whose scratch the hub keeps and is over its quota where that quota
+// is checked, not enforced (scratch.Root.Check): a spoke lives across
+// steps, and what it wrote counts against the next.
+type quotaRunner struct {
+	*spoke.Manager
+	cfg  Config
+	root *scratch.Root
+}
+
+var _ hub.Runner = quotaRunner{}
+
+func (r quotaRunner) Run(ctx context.Context, key spoke.Key, step spoke.Step, h spoke.Handler) (spoke.Result, spoke.Info, error) {
+	if p, err := appPolicy(r.cfg, key); err == nil && (p.KeepScratch || !sandbox.OwnScratch(p)) {
+		l := p.Limits.WithDefaults(p.Profile)
+		user, app := scratchOwner(key)
+		err := r.root.Check(ctx, user, app, scratch.Quota{Bytes: l.DiskBytes, Files: l.DiskFiles})
+		if refusal, ok := errors.AsType[spoke.Refusal](err); ok {
+			return spoke.Result{}, spoke.Info{}, spoke.Refused(key, refusal)
+		} else if err != nil {
+			return spoke.Result{}, spoke.Info{}, err
+		}
+	}
+	return r.Manager.Run(ctx, key, step, h)
+}
+
+// appPolicy is the sandbox of k's spoke but for its scratch directory.
+func appPolicy(cfg Config, k spoke.Key) (sandbox.Policy, error) {
+	if e, ok := cfg.Apps.externalApp(k.App); ok {
+		return externalPolicy(cfg, e), nil
+	}
+	profile := sandbox.Profile(apps.ProfileStrict)
+	if k.App != "" {
+		a, ok := apps.Lookup(k.App)
+		if !ok {
+			return sandbox.Policy{}, fmt.Errorf("no app %q", k.App)
+		}
+		profile = sandbox.Profile(a.Spec().Profile)
+	}
+	return sandbox.Policy{
+		Profile:     profile,
+		Limits:      sandboxLimits(cfg.Sandbox, k.App),
+		Namespaces:  cfg.Sandbox.Namespaces,
+		AllowWeaker: cfg.Sandbox.AllowWeaker,
+	}, nil
+}
+
+func newSpokeManager(cfg Config, root *scratch.Root, log zerolog.Logger) (*spoke.Manager, error) {
+	opts := spokeOptions(cfg, root, log)
 	bin, err := spokeBinary(cfg)
 	if err != nil {
 		return nil, err
@@ -285,20 +414,26 @@ func spokeBinary(cfg Config) (string, error) {
 
 // spokeOptions configures the spoke manager from cfg, but for the binary
 // (see spokeBinary).
-func spokeOptions(cfg Config, log zerolog.Logger) spoke.Options {
+func spokeOptions(cfg Config, root *scratch.Root, log zerolog.Logger) spoke.Options {
 	lvl, err := zerolog.ParseLevel(cfg.Logging.Level)
 	if err != nil {
 		lvl = zerolog.InfoLevel
 	}
+	if cfg.Spokes.MaxSpares == 0 {
+		// None for expected spokes: the manager reads 0 as its default.
+		cfg.Spokes.MaxSpares = -1
+	}
 	return spoke.Options{
-		Policy:             spokePolicy(cfg),
+		Policy:             spokePolicy(cfg, root),
 		Extra:              externalExtra(cfg),
 		MaxFrame:           cfg.Spokes.MaxFrameBytes,
 		StartTimeout:       cfg.Deadlines.SpokeStart,
 		StepTimeout:        cfg.Deadlines.Step,
 		IdleTimeout:        cfg.Spokes.IdleTimeout,
 		MaxFramesPerSecond: cfg.Spokes.MaxFramesPerSecond,
+		MaxHubTime:         cfg.Budgets.HubTimePerStep,
 		Spares:             cfg.Spokes.Spares,
+		MaxSpares:          cfg.Spokes.MaxSpares,
 		SparePolicy: sandbox.Policy{
 			Profile:     sandbox.ProfileStrict,
 			Namespaces:  cfg.Sandbox.Namespaces,
@@ -324,9 +459,9 @@ func newEgress(cfg Config) *egress.Broker {
 // dialer at a loopback test server.
 var egressForTests func(*egress.Options)
 
-func newHub(ctx context.Context, cfg Config, st *store.Store, model hub.LLM, runner hub.Runner, specs []apps.Spec, egress hub.Egress, log zerolog.Logger) (*hub.Hub, error) {
+func newHub(ctx context.Context, cfg Config, st *store.Store, model hub.LLM, runner hub.Runner, scratch hub.Scratch, specs []apps.Spec, egress hub.Egress, log zerolog.Logger) (*hub.Hub, error) {
 	return hub.New(ctx, hub.Options{
-		Store: st, LLM: model, Runner: runner, Apps: specs, Egress: egress,
+		Store: st, LLM: model, Runner: runner, Scratch: scratch, Apps: specs, Egress: egress,
 		Models:              hubModels(cfg.LLM.Models),
 		OutOfPlan:           hub.OutOfPlan(cfg.Consent.OutOfPlan),
 		ConsentTimeout:      cfg.Consent.Timeout,
@@ -339,7 +474,13 @@ func newHub(ctx context.Context, cfg Config, st *store.Store, model hub.LLM, run
 		MaxPromptBytes:      cfg.Budgets.MaxPromptBytes,
 		HistoryEntries:      cfg.Budgets.HistoryEntries,
 		MemoryEntries:       cfg.Budgets.MemoryEntries,
-		Log:                 log.With().Str("component", "hub").Logger(),
+		Budgets: hub.Budgets{
+			TokensPerQuery: cfg.Budgets.TokensPerQuery, TokensPerUserDay: cfg.Budgets.TokensPerUserDay,
+			TokensPerAppDay: cfg.Budgets.TokensPerAppDay,
+			DataBytes:       cfg.Budgets.DataBytesPerApp, DataDocs: cfg.Budgets.DataDocsPerApp,
+		},
+		HubTimePerStep: cfg.Budgets.HubTimePerStep,
+		Log:            log.With().Str("component", "hub").Logger(),
 	})
 }
 
@@ -369,16 +510,22 @@ func caseStudyHub(dir string, log zerolog.Logger) func(ctx context.Context, st *
 // under dir: for the case studies and the benchmark.
 func isolatedSystem(ctx context.Context, dir string, st *store.Store, model *llm.Client, installed []apps.Spec, log zerolog.Logger) (*hub.Hub, *spoke.Manager, error) {
 	cfg := defaultConfig()
-	scratch, err := spokeWorkDir(dir, "scratch-")
+	work, err := spokeWorkDir(dir, "scratch-")
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg.Spokes.ScratchDir = scratch
-	mgr, err := newSpokeManager(cfg, log)
+	cfg.Spokes.ScratchDir = work
+	// Nothing here lives long enough to reap.
+	cfg.Spokes.Disk.MaxIdle = 0
+	root, err := newScratch(cfg, st, nil, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	h, err := newHub(ctx, cfg, st, model, mgr, installed, newEgress(cfg), log)
+	mgr, err := newSpokeManager(cfg, root, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := newHub(ctx, cfg, st, model, mgr, root, installed, newEgress(cfg), log)
 	if err != nil {
 		mgr.Close()
 		return nil, nil, err

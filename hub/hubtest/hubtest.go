@@ -40,6 +40,9 @@ type Options struct {
 	Hub func(*hub.Options)
 	// Spokes adjusts the spoke manager's options.
 	Spokes func(*spoke.Options)
+	// Observe is told of each completion the simulated model answers,
+	// with the usage it reports (what the endpoint bills).
+	Observe func(req *simulator.ChatRequest, usage llm.Usage)
 }
 
 // System is a running hub and its parts.
@@ -75,7 +78,7 @@ func NewSystem(t testing.TB, opts Options) *System {
 	if b == nil {
 		b = simulator.Obedient()
 	}
-	simOpts := simulator.Options{Latency: opts.Latency, Model: "test"}
+	simOpts := simulator.Options{Latency: opts.Latency, Model: "test", Observe: opts.Observe}
 	if opts.Profile != "" {
 		p, ok := simulator.LookupProfile(opts.Profile)
 		if !ok {

@@ -83,10 +83,11 @@
 // The request has response_format json_schema named "secgpt_plan" (see
 // PlanSchemaName). The catalogue of (app, function, args schema) is read
 // from the branches of properties.steps.items.anyOf, in order; each branch
-// has properties app {"const"}, function {"const"} and args (an object
-// schema whose "required" order is the positional order, or without
-// "required" the order its properties are declared in). The query is the
-// last user message.
+// has properties app {"const"} or {"enum"} (one function for each app),
+// function {"const"} and args (an object schema, or a reference into the
+// root's "$defs", whose "required" order is the positional order, or
+// without "required" the order its properties are declared in). The query
+// is the last user message.
 //
 //  1. Apps mentioned: catalogue apps whose name occurs in the query as a whole
 //     word (case-insensitive, word characters [a-z0-9_]), by first occurrence.

@@ -264,11 +264,16 @@ func offersAnswer(schema json.RawMessage) bool {
 }
 
 // planCatalogue reads the (app, function, args schema) branches of the
-// planner's response schema, in order.
+// planner's response schema, in order: a branch whose app is an enum is
+// one function for each app in it, and arguments given by reference are
+// read from the root's "$defs".
 func planCatalogue(schema json.RawMessage) ([]function, error) {
 	type branch struct {
 		Properties struct {
-			App      struct{ Const string } `json:"app"`
+			App struct {
+				Const string
+				Enum  []string
+			} `json:"app"`
 			Function struct{ Const string } `json:"function"`
 			Args     json.RawMessage        `json:"args"`
 		} `json:"properties"`
@@ -282,24 +287,41 @@ func planCatalogue(schema json.RawMessage) ([]function, error) {
 				} `json:"items"`
 			} `json:"steps"`
 		} `json:"properties"`
+		Defs map[string]json.RawMessage `json:"$defs"`
 	}
 	if err := json.Unmarshal(schema, &s); err != nil {
 		return nil, err
 	}
 	items := s.Properties.Steps.Items
 	branches := items.AnyOf
-	if len(branches) == 0 && items.Properties.App.Const != "" {
+	if len(branches) == 0 && (items.Properties.App.Const != "" || len(items.Properties.App.Enum) > 0) {
 		branches = []branch{items.branch}
 	}
 	var out []function
 	for _, b := range branches {
-		app, fn := b.Properties.App.Const, b.Properties.Function.Const
-		if app == "" || fn == "" {
+		apps, fn := b.Properties.App.Enum, b.Properties.Function.Const
+		if c := b.Properties.App.Const; c != "" {
+			apps = []string{c}
+		}
+		if len(apps) == 0 || fn == "" {
 			return nil, errors.New("a step branch lacks an app or function const")
 		}
-		f := function{app: app, name: fn, tool: app + "__" + fn}
-		f.types, f.required = argsSchema(b.Properties.Args)
-		out = append(out, f)
+		args := b.Properties.Args
+		var ref struct {
+			Ref string `json:"$ref"`
+		}
+		if json.Unmarshal(args, &ref) == nil && ref.Ref != "" {
+			def, ok := s.Defs[strings.TrimPrefix(ref.Ref, "#/$defs/")]
+			if !ok {
+				return nil, fmt.Errorf("a step branch's arguments refer to %s, which is not defined", ref.Ref)
+			}
+			args = def
+		}
+		for _, app := range apps {
+			f := function{app: app, name: fn, tool: app + "__" + fn}
+			f.types, f.required = argsSchema(args)
+			out = append(out, f)
+		}
 	}
 	return out, nil
 }

@@ -184,7 +184,11 @@ func chooseBranch(branches []any, v any) any {
 		props, _ := b.(map[string]any)["properties"].(map[string]any)
 		match := len(props) > 0
 		for name, ps := range props {
-			if c, ok := ps.(map[string]any)["const"]; ok && obj[name] != c {
+			p, _ := ps.(map[string]any)
+			if c, ok := p["const"]; ok && obj[name] != c {
+				match = false
+			}
+			if e, ok := p["enum"].([]any); ok && !inEnum(e, obj[name]) {
 				match = false
 			}
 		}
@@ -193,6 +197,20 @@ func chooseBranch(branches []any, v any) any {
 		}
 	}
 	return branches[0]
+}
+
+// inEnum reports whether v, a string, is a member of enum.
+func inEnum(enum []any, v any) bool {
+	s, ok := v.(string)
+	if !ok {
+		return false
+	}
+	for _, m := range enum {
+		if m == s {
+			return true
+		}
+	}
+	return false
 }
 
 // inventedStrings are what a constrained model writes into a string it

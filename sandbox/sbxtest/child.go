@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -56,6 +57,7 @@ var attempts = map[string]attempt{
 	"alloc":         entered(alloc),
 	"spin":          entered(spin),
 	"write_size":    entered(writeSize),
+	"fill":          entered(fill),
 	"open_many":     entered(openMany),
 	"keyctl":        entered(rawSyscall(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, 0)),
 	"bpf":           entered(rawSyscall(unix.SYS_BPF, unix.BPF_MAP_CREATE, 0)),
@@ -68,6 +70,9 @@ var attempts = map[string]attempt{
 	"ids":           ids,
 	"enter_time":    enterTime,
 	"pid_namespace": pidNamespace,
+	"stat":          entered(statPaths),
+	"hold":          hold,
+	"share_mounts":  shareMounts,
 }
 
 // Main is the child program: args are the encoded policy (or NoEnter), the
@@ -268,6 +273,27 @@ func writeSize(a []string) (string, error) {
 	return strconv.Itoa(n), err
 }
 
+// fill writes files of a[1] bytes in directory a[0] until a write fails,
+// as a hostile app filling its scratch would; Detail is "<bytes> <files>"
+// written.
+func fill(a []string) (string, error) {
+	chunk := make([]byte, atoi(a[1]))
+	var bytes, files int
+	for i := 0; ; i++ {
+		f, err := os.Create(fmt.Sprintf("%s/f%d", a[0], i))
+		if err != nil {
+			return fmt.Sprintf("%d %d", bytes, files), err
+		}
+		files++
+		n, err := f.Write(chunk)
+		bytes += n
+		f.Close()
+		if err != nil {
+			return fmt.Sprintf("%d %d", bytes, files), err
+		}
+	}
+}
+
 // openMany opens unix sockets until it fails; Detail is the highest fd it
 // got.
 func openMany(a []string) (string, error) {
@@ -313,8 +339,10 @@ func threads(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
 				unix.Close(fd)
 				errs <- fmt.Errorf("pre-Enter thread %d (tid %d): socket(AF_INET) = %v, want EPERM", i, unix.Gettid(), err)
 			}
-			if _, err := os.ReadFile("/etc/hostname"); !errors.Is(err, unix.EACCES) {
-				errs <- fmt.Errorf("pre-Enter thread %d (tid %d): read /etc/hostname = %v, want EACCES", i, unix.Gettid(), err)
+			// EACCES from Landlock, or ENOENT where the thread sees
+			// the spoke's view.
+			if _, err := os.ReadFile("/etc/hostname"); !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOENT) {
+				errs <- fmt.Errorf("pre-Enter thread %d (tid %d): read /etc/hostname = %v, want EACCES or ENOENT", i, unix.Gettid(), err)
 			}
 		})
 	}
@@ -544,4 +572,60 @@ func capabilityLines(status string) string {
 		}
 	}
 	return strings.Join(sets, ", ")
+}
+
+// statPaths stats (without following a last symlink) each path in a and
+// reports, for each, "path=ok size N" or "path=ERRNO": what a spoke learns
+// of files it may not read.
+func statPaths(a []string) (string, error) {
+	var out []string
+	for _, path := range a {
+		var st unix.Stat_t
+		if err := unix.Lstat(path, &st); err != nil {
+			out = append(out, path+"="+unix.ErrnoName(err.(syscall.Errno)))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s=ok size %d", path, st.Size))
+	}
+	return strings.Join(out, "; "), nil
+}
+
+// hold is a spoke that stays: Enter, one byte on fd 3, then wait until the
+// parent closes its end.
+func hold(enter func() error, _ sandbox.Policy, _ []string) (string, error) {
+	if err := enter(); err != nil {
+		return "", err
+	}
+	if _, err := unix.Write(iscFD, []byte{1}); err != nil {
+		return "", err
+	}
+	b := make([]byte, 1)
+	for {
+		n, err := unix.Read(iscFD, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if n <= 0 || err != nil {
+			return "", nil
+		}
+	}
+}
+
+// shareMounts starts a process in its own mount namespace (with
+// PrepareLaunch) or, with args[0] "shared", in the child's, as a spoke
+// that forgot PrepareLaunch would, then enters: building a view would move
+// that process's root too.
+func shareMounts(enter func() error, _ sandbox.Policy, args []string) (string, error) {
+	cmd := exec.Command("/bin/sleep", "30")
+	if len(args) == 0 || args[0] != "shared" {
+		sandbox.PrepareLaunch(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	return "", enter()
 }

@@ -309,6 +309,7 @@ func Run(tb testing.TB, c Child) Outcome {
 	} else if err := sandbox.Prepare(cmd, c.Policy); err != nil {
 		tb.Fatalf("failed to prepare child: %v", err)
 	}
+	defer sandbox.Release(cmd)
 	parent, child, err := SocketPair()
 	if err != nil {
 		tb.Fatal(err)

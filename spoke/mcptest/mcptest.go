@@ -159,21 +159,16 @@ type Wiring struct {
 	// and the egress proxies' refusals included.
 	Logs *Buffer
 
-	root string
-	mu   sync.Mutex
-	apps map[string]*App
+	scratch *spoketest.Scratch
+	mu      sync.Mutex
+	apps    map[string]*App
 }
 
 // NewWiring returns the wiring of apps, with scratch directories under a
 // fresh root.
 func NewWiring(tb testing.TB, list ...App) *Wiring {
 	tb.Helper()
-	root, err := os.MkdirTemp("", "mcptest-scratch-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(root) })
-	w := &Wiring{root: root, apps: map[string]*App{}, Logs: &Buffer{}}
+	w := &Wiring{scratch: spoketest.NewScratch(tb), apps: map[string]*App{}, Logs: &Buffer{}}
 	for i := range list {
 		a := list[i]
 		a.Decl.Egress = len(a.Egress) > 0
@@ -183,7 +178,10 @@ func NewWiring(tb testing.TB, list ...App) *Wiring {
 }
 
 // ScratchRoot is the root of the spokes' scratch directories.
-func (w *Wiring) ScratchRoot() string { return w.root }
+func (w *Wiring) ScratchRoot() string { return w.scratch.Root() }
+
+// ScratchDir is the scratch directory of k's (user, app).
+func (w *Wiring) ScratchDir(k spoke.Key) (string, error) { return w.scratch.Dir(k) }
 
 func (w *Wiring) app(name string) (*App, bool) {
 	w.mu.Lock()
@@ -194,11 +192,15 @@ func (w *Wiring) app(name string) (*App, bool) {
 
 // Policy is the spoke manager's policy function.
 func (w *Wiring) Policy(k spoke.Key) (sandbox.Policy, error) {
-	scratch, err := spoke.ScratchDir(w.root, k)
+	scratch, err := w.scratch.Dir(k)
 	if err != nil {
 		return sandbox.Policy{}, err
 	}
 	p := sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: w.Limits, Scratch: scratch, AllowWeaker: w.AllowWeaker, Namespaces: w.Namespaces}
+	if _, ok := w.app(k.App); ok {
+		// An external app's data outlives its spokes, as in the product.
+		p.KeepScratch = true
+	}
 	if a, ok := w.app(k.App); ok && a.Decl.Egress {
 		p.Profile, p.Namespaces = sandbox.ProfileProxy, true
 	}

@@ -56,21 +56,15 @@ func Main(m *testing.M) int {
 }
 
 // Policy returns the strict sandbox policy tests give every spoke, with
-// scratch directories under a fresh root the spokes' uid can pass through
-// (t.TempDir's parent is private to the test user). The root is removed
-// when the test ends.
+// scratch directories from a fresh Scratch.
 func Policy(tb testing.TB) spoke.PolicyFunc {
 	tb.Helper()
-	root, err := os.MkdirTemp("", "secgpt-scratch-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(root) })
+	scratch := NewScratch(tb)
 	return func(k spoke.Key) (sandbox.Policy, error) {
-		scratch, err := spoke.ScratchDir(root, k)
+		dir, err := scratch.Dir(k)
 		if err != nil {
 			return sandbox.Policy{}, err
 		}
-		return sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandbox.DefaultLimits(), Scratch: scratch}, nil
+		return sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandbox.DefaultLimits(), Scratch: dir}, nil
 	}
 }

@@ -1,0 +1,113 @@
+package spoke
+
+import (
+	"errors"
+	"fmt"
+	goruntime "runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The hub's own time spent serving a spoke is charged to the step it
+// serves: decoding the spoke's frames (in the reader), and decoding,
+// answering, refusing and encoding its requests (in the step's goroutine).
+// Without the charge a spoke whose own time barely runs (it only writes
+// frames the hub refuses) could keep the hub busy for as long as it liked:
+// the step's deadline counts the spoke's time, not the hub's.
+//
+// The step's goroutine is locked to its thread while it serves a frame,
+// and that thread's CPU clock measures its work: waits (for the model, the
+// user, another app, the network) cost no CPU and are not charged, the
+// encoding of a model request and of a reply are. A call of another app
+// is served in the same goroutine, so its serving counts for its caller's
+// step too. The reader's decoding of a frame, once its bytes have all
+// arrived, is timed the same way (decodeTimed).
+
+// ErrHubTime: the spoke kept the hub busy beyond Options.MaxHubTime in one
+// step and was killed.
+var ErrHubTime = errors.New("over its bound on the hub's time")
+
+// cpuOf runs f, which must not block, on one thread and returns the CPU
+// time it took there.
+func cpuOf(f func()) time.Duration {
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	start := threadCPU()
+	f()
+	return threadCPU() - start
+}
+
+// hubMeter accumulates the hub's time on one step and enforces its bound.
+type hubMeter struct {
+	max   time.Duration // ≤ 0: no bound
+	spent time.Duration
+	// decoded is the reader's decode time not yet charged (ns); it is
+	// charged to the step that receives the next frame.
+	decoded *atomic.Int64
+	cpu     time.Duration // thread CPU at start
+	locked  bool          // between start and charge
+}
+
+// threadCPU is the CPU time of the calling thread.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// start begins serving one frame: it locks the goroutine to its thread
+// and reads the thread's clock.
+func (m *hubMeter) start() {
+	goruntime.LockOSThread()
+	m.locked = true
+	m.cpu = threadCPU()
+}
+
+// charge ends serving a frame: it charges the serving and the reader's
+// decoding since the last frame, and unlocks the goroutine.
+func (m *hubMeter) charge() {
+	if m.locked {
+		m.spent += threadCPU() - m.cpu
+		m.locked = false
+		goruntime.UnlockOSThread()
+	}
+	m.spent += time.Duration(m.decoded.Swap(0))
+}
+
+// stop is charge, and an ErrHubTime error once the step is over its bound.
+func (m *hubMeter) stop() error {
+	m.charge()
+	if m.max > 0 && m.spent > m.max {
+		return &hubTimeError{spent: m.spent, max: m.max}
+	}
+	return nil
+}
+
+// hubTimeError is a step over its bound on the hub's time.
+type hubTimeError struct{ spent, max time.Duration }
+
+func (e *hubTimeError) Error() string {
+	return fmt.Sprintf("%v: %v in one step, over %v", ErrHubTime, e.spent.Round(100*time.Microsecond), e.max)
+}
+
+func (e *hubTimeError) Unwrap() error { return ErrHubTime }
+
+// release ends the step's metering, whichever way the step ended, and
+// returns the time charged to it.
+func (m *hubMeter) release() time.Duration {
+	m.charge()
+	return m.spent
+}
+
+// hubTimeFailure is how runStep reports a spoke stopped for the hub's time.
+func hubTimeFailure(err error) (string, error) {
+	var e *hubTimeError
+	if errors.As(err, &e) {
+		return fmt.Sprintf("kept the hub busy for %v in one step, over its bound of %v, and was stopped", e.spent.Round(100*time.Microsecond), e.max), err
+	}
+	return "kept the hub busy beyond its bound and was stopped", err
+}
