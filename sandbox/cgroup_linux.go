@@ -260,6 +260,34 @@ func NewCgroup(l Limits) (*Cgroup, error) {
 	return c, nil
 }
 
+// Dirs are the cgroup's directories, by which another process opens it
+// (see OpenCgroup).
+func (c *Cgroup) Dirs() []string { return slices.Clone(c.dirs) }
+
+// OpenCgroup opens the cgroup that NewCgroup made with dirs, in another
+// process, bounded by l: the spoke spawner makes a spoke's cgroup, the hub
+// reads it and updates a spare's bounds. dirs must be a cgroup of this
+// machine's layout.
+func OpenCgroup(dirs []string, l Limits) (*Cgroup, error) {
+	layout, err := cgroups()
+	if err != nil {
+		return nil, fmt.Errorf("%w: cgroup: %v", ErrUnprotected, err)
+	}
+	want := []string{layout.memory}
+	if !layout.v2 {
+		want = append(want, layout.pids)
+	}
+	if len(dirs) != len(want) {
+		return nil, fmt.Errorf("cgroup %v is not one of this machine's layout", dirs)
+	}
+	for i, d := range dirs {
+		if filepath.Dir(d) != want[i] || filepath.Base(d) != filepath.Base(dirs[0]) {
+			return nil, fmt.Errorf("cgroup %v is not one of this machine's layout", dirs)
+		}
+	}
+	return &Cgroup{layout: layout, dirs: slices.Clone(dirs), Memory: l.Memory, Tasks: l.Tasks}, nil
+}
+
 // Update sets the cgroup's bounds to l.Memory and l.Tasks.
 func (c *Cgroup) Update(l Limits) error {
 	layout := c.layout

@@ -151,7 +151,7 @@ func (m *Manager) spawnSpare() (*child, error) {
 		return nil, fmt.Errorf("failed to make the launch pipe: %w", err)
 	}
 	defer r.Close()
-	c, err := m.spawn("spare", []string{ChildArg, spareArg}, r, m.opts.SparePolicy)
+	c, err := m.spawn(context.Background(), "spare", []string{ChildArg, spareArg}, r, m.opts.SparePolicy)
 	if err != nil {
 		w.Close()
 		return nil, err
@@ -266,7 +266,7 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 		return nil, nil
 	}
 	// The scratch is given to the spare's own id.
-	if err := sandbox.PrepareScratch(c.cmd, policy); err != nil {
+	if err := sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid); err != nil {
 		c.discard()
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 	}
 	c.launch = nil
 	if err != nil {
-		m.opts.Log.Debug().Err(err).Int("spoke_pid", c.cmd.Process.Pid).Msg("Spare spoke is gone; starting one")
+		m.opts.Log.Debug().Err(err).Int("spoke_pid", c.proc.pid).Msg("Spare spoke is gone; starting one")
 		c.discard()
 		return nil, nil
 	}
