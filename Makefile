@@ -7,9 +7,12 @@
 TAGS = goolm,netgo,osusergo,sqlite_omit_load_extension
 LDFLAGS = -linkmode external -extldflags -static
 
+# bin/secgpt-spoke is the spoke binary (every app runs in it); secgpt finds
+# it beside itself. It carries no bot library, which keeps a spoke small.
 build:
 	scripts/deps.sh
 	CGO_ENABLED=1 go build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o bin/secgpt ./cmd/secgpt
+	CGO_ENABLED=1 go build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o bin/secgpt-spoke ./cmd/secgpt-spoke
 
 # The terminal assistant (the model endpoint from the environment, or the
 # built-in simulated model when none is set).

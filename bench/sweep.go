@@ -43,9 +43,9 @@ type Burst struct {
 	// spokes, their servers, spares) spent during the wave, per query: of
 	// those still running after it, at the kernel's clock-tick grain.
 	SpokeCPUMSPerQuery float64 `json:"spoke_cpu_ms_per_query"`
-	// Processes are this process's children after the wave (spokes and
-	// spares), with their resident and proportional memory summed, and
-	// this process's own.
+	// Processes are this process's descendants after the wave (the
+	// spoke spawner, spokes and spares), with their resident and
+	// proportional memory summed, and this process's own.
 	Processes int     `json:"processes"`
 	SpokeRSS  float64 `json:"spokes_rss_mib"`
 	SpokePSS  float64 `json:"spokes_pss_mib"`
@@ -216,8 +216,17 @@ func processCPU(pid int) (time.Duration, bool) {
 	return time.Duration(utime+stime) * clockTick, true
 }
 
-// children are this process's child processes.
-func children() []int { return childrenOf("self") }
+// children are this process's descendants: the spoke spawner, the spokes
+// and spares it started, and their servers.
+func children() []int {
+	var out []int
+	for todo := childrenOf("self"); len(todo) > 0; {
+		pid := todo[0]
+		todo = append(todo[1:], childrenOf(strconv.Itoa(pid))...)
+		out = append(out, pid)
+	}
+	return out
+}
 
 // childrenOf are a process's child processes ("self" for this one).
 func childrenOf(pid string) []int {

@@ -83,6 +83,13 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: failed to build secgpt: %v\n%s", err, out)
 		return 1
 	}
+	// The spoke binary, beside secgpt, where secgpt finds it.
+	build = exec.Command(goTool, "build", "-tags", "goolm", "-o", filepath.Join(binDir, "secgpt-spoke"), "github.com/secgpt/secgpt/cmd/secgpt-spoke")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: failed to build secgpt-spoke: %v\n%s", err, out)
+		return 1
+	}
 	if scratchRoot, err = os.MkdirTemp("", "secgpt-e2e-scratch-"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

@@ -62,6 +62,12 @@ func TestTokenBurnIsRefusedAtTheBudget(t *testing.T) {
 	if !errors.As(err, &he) || he.App != "" || !strings.Contains(he.Message, "the model budget of 250000 tokens for this request is spent") {
 		t.Errorf("Handle error = %v, want the hub's refusal naming the request's budget", err)
 	}
+	// What a harness (secgpt sandbox-check) reads: the budget. The step's
+	// result, refused with it, is not kept.
+	var be *hub.BudgetError
+	if !errors.As(err, &be) || be.Budget != "for this request" || be.Limit != 250_000 {
+		t.Errorf("Handle error = %#v, want a *hub.BudgetError for the request's budget", err)
+	}
 	const oneAnswer = 524000/4 + 100
 	if got := bill.tokens.Load(); got > 250_000+oneAnswer {
 		t.Errorf("the endpoint billed %d tokens, over the request's budget of 250000 and one answer", got)

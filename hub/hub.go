@@ -497,12 +497,13 @@ func (h *Hub) Forget(ctx context.Context, user string) error {
 	st.lock()
 	defer st.mu.Unlock()
 	h.endEpoch(st, user)
+	// The memory first: a scratch that cannot be removed must not keep
+	// the memory from being erased.
+	err := h.store.ForgetUser(ctx, user)
 	if h.opts.Scratch != nil {
-		if err := h.opts.Scratch.Forget(ctx, user); err != nil {
-			return fmt.Errorf("failed to forget user: %w", err)
-		}
+		err = errors.Join(err, h.opts.Scratch.Forget(ctx, user))
 	}
-	if err := h.store.ForgetUser(ctx, user); err != nil {
+	if err != nil {
 		return fmt.Errorf("failed to forget user: %w", err)
 	}
 	return nil

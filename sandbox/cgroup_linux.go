@@ -381,6 +381,35 @@ func (c *Cgroup) unique() []string {
 	return cgroupLayout{parents: c.dirs}.dirs()
 }
 
+// Dirs are the cgroup's directories, by which another process opens it
+// (see OpenCgroup).
+func (c *Cgroup) Dirs() []string { return c.unique() }
+
+// OpenCgroup opens the cgroup that NewCgroup made with dirs, in another
+// process, bounded by l: the spoke spawner makes a spoke's cgroup, the hub
+// reads it and updates a spare's bounds. dirs must be a cgroup of this
+// machine's layout.
+func OpenCgroup(dirs []string, l Limits) (*Cgroup, error) {
+	layout, err := cgroups()
+	if err != nil {
+		return nil, fmt.Errorf("%w: cgroup: %v", ErrUnprotected, err)
+	}
+	want := layout.dirs()
+	if len(dirs) != len(want) {
+		return nil, fmt.Errorf("cgroup %v is not one of this machine's layout", dirs)
+	}
+	for i, d := range dirs {
+		if filepath.Dir(d) != want[i] || filepath.Base(d) != filepath.Base(dirs[0]) {
+			return nil, fmt.Errorf("cgroup %v is not one of this machine's layout", dirs)
+		}
+	}
+	c := &Cgroup{layout: layout, dirs: map[string]string{}, Memory: l.Memory, Tasks: l.Tasks}
+	for ctl, parent := range layout.parents {
+		c.dirs[ctl] = filepath.Join(parent, filepath.Base(dirs[0]))
+	}
+	return c, nil
+}
+
 // Update sets the cgroup's bounds to l's memory, swap, tasks and CPU.
 func (c *Cgroup) Update(l Limits) error {
 	c.Memory, c.Tasks = l.Memory, l.Tasks

@@ -204,3 +204,38 @@ func TestCgroupWrites(t *testing.T) {
 		t.Errorf("weight 1: %v, want cpu.shares 10", shares[2])
 	}
 }
+
+// TestOpenCgroup: the hub opens the cgroup the spawner made by its
+// directories, and only a cgroup of this machine's layout.
+func TestOpenCgroup(t *testing.T) {
+	if ok, why := CgroupSupport(); !ok {
+		t.Skipf("no cgroup per spoke on this machine: %s", why)
+	}
+	l := Limits{Memory: 96 << 20, Tasks: 40, CPUWeight: 100, CPUPercent: 100}
+	cg, err := NewCgroup(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Remove()
+	opened, err := OpenCgroup(cg.Dirs(), l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opened.Memory != l.Memory || opened.OOMKills() != 0 {
+		t.Fatalf("opened %+v, want memory %d and no OOM kill", opened, l.Memory)
+	}
+	if err := opened.Update(Limits{Memory: 64 << 20, Tasks: 30, CPUWeight: 100, CPUPercent: 100}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(cg.dirOf("pids.max") + "/pids.max")
+	if err != nil || strings.TrimSpace(string(b)) != "30" {
+		t.Fatalf("pids.max = %q (%v) after the update through the opened cgroup, want 30", b, err)
+	}
+	other := cg.Dirs()
+	other[0] = "/tmp/" + filepath.Base(other[0])
+	for _, dirs := range [][]string{nil, other, append(cg.Dirs(), "/sys/fs/cgroup/x")} {
+		if _, err := OpenCgroup(dirs, l); err == nil {
+			t.Errorf("OpenCgroup(%v) opened a cgroup outside this machine's layout", dirs)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,6 +37,7 @@ func mountScratch(p Policy) (on bool, detail string, err error) {
 	case os.Getpid() != 1:
 		return false, "no mount namespace of its own: scratch bounded by the hub", nil
 	}
+	start := time.Now()
 	// The tmpfs's root and the scratch directory take an inode each.
 	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0711", l.DiskBytes, l.DiskFiles+2)
 	if err := unix.Mount("secgpt-scratch", filepath.Dir(p.Scratch), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
@@ -47,7 +49,7 @@ func mountScratch(p Policy) (on bool, detail string, err error) {
 	if err := os.Chdir(p.Scratch); err != nil {
 		return false, "", fmt.Errorf("failed to enter the spoke's scratch: %w", err)
 	}
-	return true, fmt.Sprintf("scratch: a tmpfs of its own, at most %d bytes and %d files", l.DiskBytes, l.DiskFiles), nil
+	return true, fmt.Sprintf("scratch: a tmpfs of its own, at most %d bytes and %d files; mounted in %dµs", l.DiskBytes, l.DiskFiles, time.Since(start).Microseconds()), nil
 }
 
 // OwnScratch reports whether a spoke under p gets a tmpfs of its own as its

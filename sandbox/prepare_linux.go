@@ -258,6 +258,20 @@ func PrepareScratch(cmd *exec.Cmd, p Policy) error {
 	return prepareScratch(caps, p, uid, gid)
 }
 
+// PrepareScratchFor is PrepareScratch for a spoke that another process
+// (the spoke spawner) started and gave uid and gid.
+func PrepareScratchFor(p Policy, uid, gid int) error {
+	caps := capabilities()
+	if err := caps.Check(p); err != nil {
+		return err
+	}
+	return prepareScratch(caps, p, uid, gid)
+}
+
+// CheckPolicy returns Check's error for p on this machine: what Prepare
+// refuses first, without preparing anything.
+func CheckPolicy(p Policy) error { return capabilities().Check(p) }
+
 // prepareScratch makes p.Scratch, if any, a directory that only uid can
 // use, and checks that uid can reach it; for a spoke that mounts its own
 // (mountScratch), it checks that uid can reach the scratch root, over

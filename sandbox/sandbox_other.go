@@ -53,6 +53,15 @@ func PrepareScratch(_ *exec.Cmd, p Policy) error {
 // Release does nothing: spokes here run as the hub's own uid.
 func Release(*exec.Cmd) {}
 
+// PrepareScratchFor is PrepareScratch: every spoke runs as the hub's ids.
+func PrepareScratchFor(p Policy, _, _ int) error { return PrepareScratch(nil, p) }
+
+// CheckPolicy fails closed unless p.AllowWeaker.
+func CheckPolicy(p Policy) error { return Probe().Check(p) }
+
+// CurrentIDRange is the default range, unusable here.
+func CurrentIDRange() (IDRange, bool) { return DefaultIDRange, false }
+
 // SpokeIDs returns the hub's own ids, which every spoke runs as here.
 func SpokeIDs(*exec.Cmd) (uid, gid int) { return os.Geteuid(), os.Getegid() }
 
@@ -107,6 +116,14 @@ type Cgroup struct {
 func NewCgroup(Limits) (*Cgroup, error) {
 	return nil, fmt.Errorf("%w: cgroup: %s", ErrUnprotected, unsupported)
 }
+
+// OpenCgroup fails: there are no cgroups here.
+func OpenCgroup([]string, Limits) (*Cgroup, error) {
+	return nil, fmt.Errorf("%w: cgroup: %s", ErrUnprotected, unsupported)
+}
+
+// Dirs is empty.
+func (c *Cgroup) Dirs() []string { return nil }
 
 // Add does nothing.
 func (c *Cgroup) Add(int) error { return nil }

@@ -131,3 +131,12 @@ func SpokeIDs(cmd *exec.Cmd) (uid, gid int) {
 	}
 	return os.Geteuid(), os.Getegid()
 }
+
+// CurrentIDRange is the range spokes' ids are leased from, and whether it
+// is usable, for a process that leases them for this one (the spoke
+// spawner, see SetIDRange).
+func CurrentIDRange() (IDRange, bool) {
+	spokeIDs.mu.Lock()
+	defer spokeIDs.mu.Unlock()
+	return spokeIDs.r, spokeIDs.err == nil
+}

@@ -239,6 +239,9 @@ func TestTwoUsersTwoIDs(t *testing.T) {
 		p := strictPolicy(t)
 		p.Scratch = scratch
 		p.Namespaces = true
+		// Kept on the host (not a tmpfs of the spoke's own), where its
+		// owner shows.
+		p.KeepScratch = true
 		pid, stop := holdSpoke(t, p)
 		defer stop()
 		uid, gid := hostIDs(t, pid)
@@ -282,6 +285,18 @@ func TestScratchChangesHands(t *testing.T) {
 	if err := os.WriteFile(rootFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A link an earlier spoke left to a file of root's outside.
+	outside := filepath.Join(sbxtest.Dir(t), "root-only")
+	if err := os.WriteFile(outside, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(nested, "link")
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, old, old); err != nil {
+		t.Fatal(err)
+	}
 	for _, path := range []string{scratch, filepath.Dir(nested), nested, filepath.Join(nested, "f")} {
 		if err := os.Lchown(path, old, old); err != nil {
 			t.Fatal(err)
@@ -307,8 +322,13 @@ func TestScratchChangesHands(t *testing.T) {
 			t.Errorf("%s owned by %d after Prepare, want the spoke's %d", path, got, uid)
 		}
 	}
-	if got := owner(rootFile); got != 0 {
-		t.Errorf("root's %s given to %d", rootFile, got)
+	for _, path := range []string{rootFile, outside} {
+		if got := owner(path); got != 0 {
+			t.Errorf("root's %s given to %d", path, got)
+		}
+	}
+	if got := owner(link); got != uid {
+		t.Errorf("the earlier spoke's link owned by %d, want the spoke's %d", got, uid)
 	}
 }
 

@@ -288,3 +288,40 @@ func TestForget(t *testing.T) {
 		t.Errorf("bob's scratch is gone: %v", err)
 	}
 }
+
+// BenchmarkKeptScratch measures what a kept scratch adds to a spoke's
+// start: naming it and finding its image mounted (every start but the
+// first after the hub starts), and mounting its image again (the first).
+func BenchmarkKeptScratch(b *testing.B) {
+	if ok, why := scratch.ImageSupport(); !ok || os.Geteuid() != 0 {
+		b.Skipf("needs root and filesystem images: %s", why)
+	}
+	ctx := context.Background()
+	r, err := scratch.New(scratch.Options{Dir: filepath.Join(b.TempDir(), "scratch"), IDs: storetest.Open(b), Log: zerolog.Nop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Forget(ctx, "@alice:x") })
+	q := scratch.Quota{Bytes: 256 << 20, Files: 8192}
+	start := time.Now()
+	if _, err := r.Dir(ctx, "@alice:x", "memory", true, q); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("made and mounted a %d-byte image in %v", q.Bytes, time.Since(start))
+	for _, remount := range []bool{false, true} {
+		b.Run(fmt.Sprintf("remount=%v", remount), func(b *testing.B) {
+			for b.Loop() {
+				if remount {
+					b.StopTimer()
+					if err := r.Close(); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				if _, err := r.Dir(ctx, "@alice:x", "memory", true, q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

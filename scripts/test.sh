@@ -43,6 +43,11 @@ done
 
 echo "== the binary: case studies"
 make build
+# The spoke binary carries none of the bot's or the store's libraries.
+if go version -m bin/secgpt-spoke | grep -E 'maunium|mautrix|goldmark|sqlite'; then
+  echo "bin/secgpt-spoke links a library only the bot or the store needs" >&2
+  exit 1
+fi
 bin/secgpt casestudy --mode both
 
 echo "== the binary: a short benchmark (a smoke test, not a timed assertion)"

@@ -19,9 +19,12 @@ import (
 // itself as a spoke. main dispatches on it before anything else runs.
 const ChildArg = "__secgpt_spoke"
 
-// IsChild reports whether this process was started as a spoke, or as the
-// launcher of an external app's server (see LaunchArg).
-func IsChild() bool { return len(os.Args) > 1 && (os.Args[1] == ChildArg || os.Args[1] == LaunchArg) }
+// IsChild reports whether this process was started as a spoke, as the
+// launcher of an external app's server (see LaunchArg), or as the spawner
+// of spokes (see SpawnerArg).
+func IsChild() bool {
+	return len(os.Args) > 1 && (os.Args[1] == ChildArg || os.Args[1] == LaunchArg || os.Args[1] == SpawnerArg)
+}
 
 // iscFD is the inherited ISC socket.
 const iscFD = 3
@@ -38,8 +41,11 @@ const (
 
 // ChildMain runs the spoke child and returns its exit code. It confines the
 // process before reading its first frame. Started as the launcher of an
-// external app's server, it runs that instead.
+// external app's server, or as the spawner, it runs that instead.
 func ChildMain() int {
+	if len(os.Args) > 1 && os.Args[1] == SpawnerArg {
+		return spawnerMain()
+	}
 	// Before anything reads /proc or starts a process: a spoke in a PID
 	// namespace gets its own /proc (a spare, before it waits).
 	if err := sandbox.SetUpNamespaces(); err != nil {

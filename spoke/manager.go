@@ -1,11 +1,12 @@
 // Package spoke runs apps in isolated child processes ("spokes") and owns the
 // inter-spoke communication (ISC) protocol between them and the hub.
 //
-// The parent side (Manager) spawns the binary re-executed as a child, one
-// process per (user, app, session), supervises it, enforces deadlines,
-// frame limits and a bound on the hub's own time spent serving it
-// (hubtime.go), and kills it on any fault. The child side (ChildMain)
-// confines itself through package sandbox before it reads its first frame,
+// The parent side (Manager) runs the spoke binary, one process per (user,
+// app, session), supervises it, enforces deadlines, frame limits and a
+// bound on the hub's own time spent serving it (hubtime.go), and kills it
+// on any fault. It never forks itself for a spoke: a spawner, the spoke
+// binary started once per Manager, does (see spawner.go). The child side
+// (ChildMain) confines itself through package sandbox before it reads its first frame,
 // then runs steps: the app's functions, and its own model's turns, which it
 // can only obtain from the hub.
 //
@@ -24,13 +25,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -147,7 +145,9 @@ func Refused(k Key, r Refusal) *Failure {
 
 // Options configure a Manager. Zero values take the defaults noted.
 type Options struct {
-	// Binary is the executable re-executed as a spoke; default /proc/self/exe.
+	// Binary is the spoke binary: its ChildMain runs the spawner, every
+	// spoke and every external app's launcher. Default /proc/self/exe
+	// (this binary must then dispatch to ChildMain when IsChild).
 	Binary string
 	// Policy gives each spoke its sandbox policy. Required.
 	Policy PolicyFunc
@@ -217,6 +217,9 @@ type Manager struct {
 	refill     chan struct{} // asks keepSpares for more
 	stopSpares chan struct{}
 	sparesDone chan struct{}
+
+	spawnerMu sync.Mutex
+	spawner   *spawner // started at the first spawn; replaced when it dies
 }
 
 // NewManager returns a Manager and starts its idle reaper.
@@ -347,6 +350,7 @@ func (m *Manager) Close() {
 	for _, p := range procs {
 		p.kill(ErrClosed)
 	}
+	m.closeSpawner()
 }
 
 func (m *Manager) failure(k Key, msg string, cause error) error {
@@ -492,10 +496,14 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 		}
 		defer fd4.Close()
 	}
-	c, err := m.spawn(key.appLabel(), append(append([]string{ChildArg}, args...), extra...), fd4, policy)
+	c, err := m.spawn(ctx, key.appLabel(), append(append([]string{ChildArg}, args...), extra...), fd4, policy)
 	if err != nil {
 		if fill != nil {
 			_ = fill()
+		}
+		if ctx.Err() != nil {
+			// It waited for the spawner past the caller's end.
+			return nil, m.notStarted(ctx, key, false)
 		}
 		return nil, err
 	}
@@ -511,122 +519,13 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 	return m.ready(ctx, key, c, spawned, false)
 }
 
-// child is a started spoke process that the manager does not supervise
-// yet: a spare, or a spoke waiting to become ready.
-type child struct {
-	cmd    *exec.Cmd
-	conn   net.Conn
-	stderr io.ReadCloser
-	// launch is a spare's end of the pipe on which it waits for its
-	// launch arguments; nil for any other child.
-	launch *os.File
-	// cg is its cgroup; nil where the machine offers none.
-	cg *sandbox.Cgroup
-	// tunnels is the hub's end of a ProfileProxy spoke's tunnel socket;
-	// nil for any other child.
-	tunnels *net.UnixConn
-}
-
-// discard kills a child that will not be used, and reaps it.
-func (c *child) discard() {
-	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-	_ = c.cmd.Process.Kill()
-	c.conn.Close()
-	if c.tunnels != nil {
-		c.tunnels.Close()
-	}
-	if c.launch != nil {
-		c.launch.Close()
-	}
-	go func() {
-		_ = c.cmd.Wait()
-		if c.cg != nil {
-			c.cg.Remove()
-		}
-		sandbox.Release(c.cmd)
-	}()
-}
-
-// spawn starts the binary with args under policy, with its ISC channel on
-// fd 3 and fd4, when not nil, on fd 4. label names the app in errors.
-func (m *Manager) spawn(label string, args []string, fd4 *os.File, policy sandbox.Policy) (*child, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("failed to create ISC socket pair: %w", err)
-	}
-	parentFile := os.NewFile(uintptr(fds[0]), "isc-hub")
-	childFile := os.NewFile(uintptr(fds[1]), "isc-spoke")
-	defer childFile.Close()
-	conn, err := net.FileConn(parentFile)
-	parentFile.Close()
-	if err != nil {
-		return nil, fmt.Errorf("failed to open ISC channel: %w", err)
-	}
-	cmd := exec.Command(m.opts.Binary, args...)
-	cmd.Args[0] = "secgpt-spoke"
-	cmd.ExtraFiles = []*os.File{childFile} // fd 3
-	if fd4 != nil || policy.Profile == sandbox.ProfileProxy {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, fd4) // fd 4; closed if nil
-	}
-	var tunnels *net.UnixConn
-	if policy.Profile == sandbox.ProfileProxy {
-		var spokeEnd *os.File
-		if tunnels, spokeEnd, err = tunnelPair(); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		defer spokeEnd.Close()
-		cmd.ExtraFiles = append(cmd.ExtraFiles, spokeEnd) // fd 5: TunnelFD
-	}
-	closeAll := func() {
-		conn.Close()
-		if tunnels != nil {
-			tunnels.Close()
-		}
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("failed to open spoke log pipe: %w", err)
-	}
-	if err := sandbox.Prepare(cmd, policy); err != nil {
-		closeAll()
-		return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
-	}
-	var cg *sandbox.Cgroup
-	if policy.Cgroup {
-		if cg, err = sandbox.NewCgroup(policy.Limits.WithDefaults(policy.Profile)); err != nil {
-			closeAll()
-			sandbox.Release(cmd)
-			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
-		}
-	}
-	if err := cmd.Start(); err != nil {
-		closeAll()
-		if cg != nil {
-			cg.Remove()
-		}
-		sandbox.Release(cmd)
-		return nil, &Failure{App: label, Message: "could not start", Err: err}
-	}
-	c := &child{cmd: cmd, conn: conn, stderr: stderr, cg: cg, tunnels: tunnels}
-	if cg != nil {
-		// Fail closed: a spoke outside its cgroup has no memory bound.
-		if err := cg.Add(cmd.Process.Pid); err != nil {
-			c.discard()
-			return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
-		}
-	}
-	return c, nil
-}
-
 // ready supervises c as the spoke for key and waits for its ready frame.
 // spawned is when the start began; prestarted, whether c was a spare.
 func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Time, prestarted bool) (*process, error) {
 	p := &process{
 		key:        key,
-		cmd:        c.cmd,
-		pid:        c.cmd.Process.Pid,
+		proc:       c.proc,
+		pid:        c.proc.pid,
 		conn:       c.conn,
 		tunnels:    c.tunnels,
 		enc:        NewEncoder(c.conn, m.opts.MaxFrame),
@@ -666,28 +565,4 @@ func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Tim
 		p.kill(errors.Unwrap(err))
 		return nil, err
 	}
-}
-
-// privatePipe returns the read end of a pipe for b and fill, which writes b
-// and closes the write end. b must fit the pipe's buffer, so fill never
-// blocks.
-func privatePipe(b []byte) (r *os.File, fill func() error, err error) {
-	if len(b) > maxPrivate {
-		return nil, nil, fmt.Errorf("private data of %d bytes is over the %d-byte limit", len(b), maxPrivate)
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, nil, fmt.Errorf("failed to make the private pipe: %w", err)
-	}
-	fill = func() error {
-		_, err := w.Write(b)
-		if cerr := w.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("failed to fill the private pipe: %w", err)
-		}
-		return nil
-	}
-	return r, fill, nil
 }

@@ -9,10 +9,8 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -28,7 +26,7 @@ import (
 // process is one running spoke child.
 type process struct {
 	key  Key
-	cmd  *exec.Cmd
+	proc *spokeProc
 	pid  int
 	conn net.Conn
 	// tunnels is the hub's end of the tunnel socket of a ProfileProxy
@@ -85,8 +83,7 @@ func (p *process) kill(cause error) {
 	})
 	p.killed.Store(true)
 	// The child leads its own process group (sandbox.Prepare sets Setpgid).
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
-	_ = p.cmd.Process.Kill()
+	p.proc.kill()
 	p.conn.Close()
 	if p.tunnels != nil {
 		p.tunnels.Close()
@@ -113,7 +110,7 @@ func (p *process) deathCause() error {
 }
 
 func (p *process) wait() {
-	err := p.cmd.Wait()
+	err := p.proc.wait()
 	if oom := p.outOfMemory(); oom != nil {
 		err = oom
 	}
@@ -124,8 +121,12 @@ func (p *process) wait() {
 		p.log.Debug().Err(err).Msg("Spoke exited")
 	}
 	// Whatever the spoke left in its group goes with it: an external app's
-	// server, which its spoke could not signal across their sandboxes.
-	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	// server, which its spoke could not signal across their sandboxes. The
+	// spawner keeps the spoke a zombie, its pid and group its own, until
+	// it is released.
+	p.proc.kill()
+	// The spawner reaps it, and removes its cgroup.
+	p.proc.release()
 	// What the spoke wrote before it exited (a result, then exit: an
 	// external app whose server failed) is still read; the deadline ends
 	// the reader should a descendant hold the spoke's end open.
@@ -135,13 +136,6 @@ func (p *process) wait() {
 		p.tunnels.Close()
 	}
 	close(p.dead)
-	// Only once the process is known dead: removing the cgroup waits for
-	// the kernel to finish with what was in it.
-	if p.cg != nil {
-		p.cg.Remove()
-	}
-	// Its id may go to another spoke only now.
-	sandbox.Release(p.cmd)
 }
 
 // outOfMemory is an ErrOutOfMemory error if the kernel killed a process of

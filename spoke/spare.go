@@ -155,7 +155,7 @@ func (m *Manager) spawnSpare() (*child, error) {
 	// launchSpare sets the bounds of the spoke it becomes.
 	policy := m.opts.SparePolicy
 	policy.Cgroup, _ = sandbox.CgroupSupport()
-	c, err := m.spawn("spare", []string{ChildArg, spareArg}, r, policy)
+	c, err := m.spawn(context.Background(), "spare", []string{ChildArg, spareArg}, r, policy)
 	if err != nil {
 		w.Close()
 		return nil, err
@@ -270,7 +270,7 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 		return nil, nil
 	}
 	// The scratch is given to the spare's own id.
-	if err := sandbox.PrepareScratch(c.cmd, policy); err != nil {
+	if err := sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid); err != nil {
 		c.discard()
 		return nil, err
 	}
@@ -294,7 +294,7 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 	}
 	c.launch = nil
 	if err != nil {
-		m.opts.Log.Debug().Err(err).Int("spoke_pid", c.cmd.Process.Pid).Msg("Spare spoke is gone; starting one")
+		m.opts.Log.Debug().Err(err).Int("spoke_pid", c.proc.pid).Msg("Spare spoke is gone; starting one")
 		c.discard()
 		return nil, nil
 	}

@@ -58,8 +58,9 @@ func procField(t *testing.T, pid int, name string) string {
 	return ""
 }
 
-// runningSpares lists the waiting spares of this test process: its children
-// started with --spare (zombies excluded) that are not confined yet.
+// runningSpares lists the waiting spares of this test process: the
+// children of its spawners started with --spare (zombies excluded) that are
+// not confined yet.
 func runningSpares(t *testing.T) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
@@ -82,7 +83,7 @@ func runningSpares(t *testing.T) []int {
 		}
 		// pid (comm) state ppid ...
 		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 || fields[0] == "Z" || fields[1] != strconv.Itoa(os.Getpid()) {
+		if len(fields) < 2 || fields[0] == "Z" || parentOf(fields[1]) != strconv.Itoa(os.Getpid()) {
 			continue
 		}
 		status, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
@@ -91,6 +92,19 @@ func runningSpares(t *testing.T) []int {
 		}
 	}
 	return pids
+}
+
+// parentOf is the parent pid of pid, or "".
+func parentOf(pid string) string {
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return ""
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 2 {
+		return ""
+	}
+	return fields[1]
 }
 
 // waitSpares waits until n spares run and m holds them, and returns them.

@@ -24,7 +24,9 @@ func TestTwoUsersTwoUIDs(t *testing.T) {
 	inner := spoketest.Policy(t)
 	m := newManager(t, spoke.Options{Policy: func(k spoke.Key) (sandbox.Policy, error) {
 		p, err := inner(k)
-		p.Namespaces = true
+		// Kept on the host (not a tmpfs of the spoke's own), where its
+		// owner shows.
+		p.Namespaces, p.KeepScratch = true, true
 		return p, err
 	}})
 	r := sandbox.DefaultIDRange

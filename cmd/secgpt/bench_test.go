@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,7 +73,7 @@ func BenchmarkSpokeStart(b *testing.B) {
 	b.Run("binary", func(b *testing.B) {
 		samples := make([]time.Duration, 0, b.N)
 		for b.Loop() {
-			cmd := exec.Command(binary, spoke.ChildArg)
+			cmd := exec.Command(spokeBin, spoke.ChildArg)
 			cmd.Env = []string{}
 			start := time.Now()
 			if err := cmd.Run(); err == nil {
@@ -106,7 +109,7 @@ func BenchmarkSpokeStart(b *testing.B) {
 				b.Fatal(err)
 			}
 			opts := spokeOptions(cfg, root, zerolog.Nop())
-			opts.Binary = binary
+			opts.Binary = spokeBin
 			m, err := spoke.NewManager(opts)
 			if err != nil {
 				b.Fatal(err)
@@ -116,6 +119,8 @@ func BenchmarkSpokeStart(b *testing.B) {
 			step := spoke.Step{ID: "s1", Function: "estimate_fare",
 				Args: json.RawMessage(`{"start_point":"Main Street","end_point":"Elm Avenue"}`)}
 			samples := make([]time.Duration, 0, b.N)
+			var rssSamples, pssSamples []float64
+			var hubTime time.Duration
 			i := 0
 			for b.Loop() {
 				if c.wait {
@@ -130,7 +135,13 @@ func BenchmarkSpokeStart(b *testing.B) {
 				}
 				i++
 				k := spoke.Key{User: "@bench:x", App: "metro_hail", Session: fmt.Sprint(i)}
+				cpu0 := hubCPU(b)
 				res, info, err := m.Run(ctx, k, step, refuseAll{})
+				if i > 1 {
+					// The first start also starts what serves them
+					// all (the sandbox's probe, a spawner).
+					hubTime += hubCPU(b) - cpu0
+				}
 				if err != nil || res.Error != "" {
 					b.Fatalf("step: %v %s", err, res.Error)
 				}
@@ -139,10 +150,55 @@ func BenchmarkSpokeStart(b *testing.B) {
 				}
 				samples = append(samples, info.Startup)
 				b.StopTimer()
+				rss, pss := restingMemory(b, info.PID)
+				rssSamples, pssSamples = append(rssSamples, rss), append(pssSamples, pss)
 				m.StopUser(k.User)
 				b.StartTimer()
 			}
 			reportPercentiles(b, samples)
+			b.ReportMetric(float64(hubTime)/float64(max(len(samples)-1, 1))/1e6, "hub-cpu-ms/start")
+			slices.Sort(rssSamples)
+			slices.Sort(pssSamples)
+			b.ReportMetric(rssSamples[len(rssSamples)/2], "rss-MiB")
+			b.ReportMetric(pssSamples[len(pssSamples)/2], "pss-MiB")
 		})
 	}
+}
+
+// restingMemory is the resident and proportional set size, in MiB, of the
+// spoke pid at rest after its request, from /proc/<pid>/smaps_rollup.
+func restingMemory(b *testing.B, pid int) (rss, pss float64) {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "Rss:":
+			rss = kb / 1024
+		case "Pss:":
+			pss = kb / 1024
+		}
+	}
+	return rss, pss
+}
+
+// hubCPU is this process's own CPU time (every thread, user and system):
+// the hub's, not its children's.
+func hubCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -135,6 +135,8 @@ type SessionsConfig struct {
 }
 
 type SpokesConfig struct {
+	// Binary is the spoke binary; empty: secgpt-spoke beside secgpt.
+	Binary             string        `yaml:"binary"`
 	IdleTimeout        time.Duration `yaml:"idle_timeout"`
 	MaxFrameBytes      int           `yaml:"max_frame_bytes"`
 	MaxFramesPerSecond int           `yaml:"max_frames_per_second"`
@@ -336,6 +338,7 @@ func loadConfig(path string) (Config, error) {
 	}
 	cfg.Database = expandHome(cfg.Database)
 	cfg.Spokes.ScratchDir = expandHome(cfg.Spokes.ScratchDir)
+	cfg.Spokes.Binary = expandHome(cfg.Spokes.Binary)
 	return cfg, nil
 }
 

@@ -23,6 +23,9 @@ import (
 // placed where the spokes' unprivileged uid can execute it.
 var binary string
 
+// spokeBin is the spoke binary under test, beside binary.
+var spokeBin string
+
 // binaryTags are build tags the tested binary gets beyond spoketest's:
 // e2e in the end-to-end suite (its egress broker's test resolver).
 var binaryTags string
@@ -51,6 +54,13 @@ func TestMain(m *testing.M) {
 		build := exec.Command(goTool, append(args, "-o", binary, ".")...)
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "failed to build secgpt: %v\n%s", err, out)
+			return 1
+		}
+		// The spoke binary, beside secgpt as make build puts it.
+		spokeBin = filepath.Join(dir, spokeBinaryName)
+		build = exec.Command(goTool, append(args, "-o", spokeBin, "../secgpt-spoke")...)
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "failed to build secgpt-spoke: %v\n%s", err, out)
 			return 1
 		}
 		return m.Run()

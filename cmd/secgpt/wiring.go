@@ -224,6 +224,10 @@ func checkSandbox(cfg Config, stderr io.Writer, log zerolog.Logger) error {
 	for _, line := range protectionLines(cfg, caps) {
 		fmt.Fprintln(stderr, "sandbox:", line)
 	}
+	if bin, err := spokeBinary(cfg); err == nil {
+		// A missing one fails the start where the spokes' manager starts.
+		fmt.Fprintln(stderr, "sandbox: apps run in", bin+", started by a spawner process, not by this one")
+	}
 	err := caps.Check(sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandboxLimits(cfg.Sandbox, ""), Namespaces: cfg.Sandbox.Namespaces})
 	if err == nil && os.Geteuid() == 0 && !caps.UIDs {
 		// A root hub's spokes each run as an id of their own.
@@ -365,11 +369,43 @@ func appPolicy(cfg Config, k spoke.Key) (sandbox.Policy, error) {
 }
 
 func newSpokeManager(cfg Config, root *scratch.Root, log zerolog.Logger) (*spoke.Manager, error) {
-	return spoke.NewManager(spokeOptions(cfg, root, log))
+	opts := spokeOptions(cfg, root, log)
+	bin, err := spokeBinary(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts.Binary = bin
+	return spoke.NewManager(opts)
 }
 
-// spokeOptions configures the spoke manager from cfg; the binary is this
-// one, re-executed.
+// spokeBinaryName is the spoke binary's name beside secgpt's (make build
+// puts it there).
+const spokeBinaryName = "secgpt-spoke"
+
+// spokeBinary is the binary every spoke runs: spokes.binary, or
+// secgpt-spoke beside this executable. There is no fallback to this
+// binary: a missing spoke binary is an error at start.
+func spokeBinary(cfg Config) (string, error) {
+	path := cfg.Spokes.Binary
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("failed to find this executable, beside which the spoke binary is: %w", err)
+		}
+		path = filepath.Join(filepath.Dir(exe), spokeBinaryName)
+	}
+	st, err := os.Stat(path)
+	if err == nil && (!st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0) {
+		err = errors.New("not an executable file")
+	}
+	if err != nil {
+		return "", fmt.Errorf("failed to find the spoke binary %s (make build puts %s beside secgpt; spokes.binary names another): %w", path, spokeBinaryName, err)
+	}
+	return path, nil
+}
+
+// spokeOptions configures the spoke manager from cfg, but for the binary
+// (see spokeBinary).
 func spokeOptions(cfg Config, root *scratch.Root, log zerolog.Logger) spoke.Options {
 	lvl, err := zerolog.ParseLevel(cfg.Logging.Level)
 	if err != nil {
