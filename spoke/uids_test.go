@@ -24,7 +24,9 @@ func TestTwoUsersTwoUIDs(t *testing.T) {
 	inner := spoketest.Policy(t)
 	m := newManager(t, spoke.Options{Policy: func(k spoke.Key) (sandbox.Policy, error) {
 		p, err := inner(k)
-		p.Namespaces = true
+		// A scratch on the host, as an external app's (a built-in app's
+		// own tmpfs is not).
+		p.Namespaces, p.KeepScratch = true, true
 		return p, err
 	}})
 	r := sandbox.DefaultIDRange
