@@ -283,6 +283,9 @@ func runHostileAttacks(t *testing.T, app mcptest.App, adjust func(hostileAttack)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The spoke logs at most 20 lines of a server's stderr a
+			// second (mcp.go): paced, every attempt's line is kept.
+			time.Sleep(100 * time.Millisecond)
 			logsBefore := len(w.Logs.String())
 			reply, err := askHub(sys, mallory, "Use hostile_mcp to "+a.function+" "+keyed(a.args(targets))+".")
 			var text, answer string
@@ -304,7 +307,9 @@ func runHostileAttacks(t *testing.T, app mcptest.App, adjust func(hostileAttack)
 				if err != nil || !strings.HasPrefix(text, "blocked: ") || !strings.Contains(strings.ToLower(text), strings.ToLower(a.errText)) {
 					t.Errorf("want blocked with %q; got %q (error %v) for %s", a.errText, text, err, args)
 				}
-				if !strings.Contains(logs, "hostile: "+a.function+" -> blocked") {
+				// The server's stderr reaches the log through the spoke's own
+				// log stream, which may trail the reply.
+				if !logShows(w, logsBefore, "hostile: "+a.function+" -> blocked") {
 					t.Errorf("the attempt is not in the log")
 				}
 			case killed:
@@ -704,4 +709,17 @@ func notResolved(t *hostileTargets, host string) error {
 		return fmt.Errorf("the broker resolved %s", host)
 	}
 	return nil
+}
+
+// logShows reports whether the log written after offset shows want within
+// a few seconds.
+func logShows(w *mcptest.Wiring, offset int, want string) bool {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(w.Logs.String()[offset:], want) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }
