@@ -99,7 +99,10 @@ func sharedAttacks() []Attack {
 			args: func(*Lab) []arg {
 				return []arg{{"count", strconv.Itoa(dataDocs)}, {"bytes", strconv.Itoa(dataDocBytes)}}
 			},
-			stop:    reported,
+			// Refused at its data quota, or stopped first by the bound on
+			// the hub's time that storing costs; either way what it stored
+			// stays within the quota.
+			stop:    stop{by: byReportOrKill, causes: []error{spoke.ErrHubTime}},
 			outside: func(e *evidence) error { return e.dataQuota() },
 		},
 		{

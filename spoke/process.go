@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -159,7 +160,10 @@ func (p *process) readFrames(dec *Decoder) {
 		f, took, err := dec.decodeTimed()
 		p.decoded.Add(int64(took))
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !(errors.Is(err, os.ErrDeadlineExceeded) && p.gone()) {
+			// EOF and a reset (the spoke ended with bytes unread) are its
+			// end, which wait reports; not a frame of its.
+			ended := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+			if !ended && !(errors.Is(err, os.ErrDeadlineExceeded) && p.gone()) {
 				p.log.Warn().Err(err).Msg("Spoke sent a bad frame; stopping it")
 				p.kill(fmt.Errorf("%w: %v", ErrProtocol, err))
 			}
