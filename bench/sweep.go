@@ -161,11 +161,11 @@ func burst(ctx context.Context, h *hub.Hub, n int) (Burst, error) {
 	kids := children()
 	b.Processes = len(kids)
 	for _, pid := range kids {
-		rss, pss := memory(strconv.Itoa(pid))
+		rss, pss := Memory(strconv.Itoa(pid))
 		b.SpokeRSS += rss
 		b.SpokePSS += pss
 	}
-	b.HubRSS, _ = memory("self")
+	b.HubRSS, _ = Memory("self")
 	return b, ctx.Err()
 }
 
@@ -246,9 +246,10 @@ func childrenOf(pid string) []int {
 	return out
 }
 
-// memory returns a process's resident and proportional set sizes in MiB
-// (0 when it cannot be read: the process ended).
-func memory(pid string) (rss, pss float64) {
+// Memory returns a process's resident and proportional set sizes in MiB,
+// from /proc/<pid>/smaps_rollup (0 when it cannot be read: the process
+// ended).
+func Memory(pid string) (rss, pss float64) {
 	b, err := os.ReadFile("/proc/" + pid + "/smaps_rollup")
 	if err != nil {
 		return 0, 0

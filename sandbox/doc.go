@@ -9,7 +9,7 @@
 // It has a parent side and a child side. The parent (the hub's spoke
 // manager) calls [Prepare] on the exec.Cmd that re-executes the binary (or,
 // for a spoke started ahead of need, Prepare under a policy without scratch
-// and [PrepareScratch] once the spoke's policy is known), and [Release]
+// and [PrepareScratchFor] once the spoke's policy is known), and [Release]
 // once the spoke is reaped. The child calls
 // [SetUpNamespaces] first thing (its own /proc in its PID namespace), and
 // [Enter] before it reads its first ISC frame, and then runs its one app; a

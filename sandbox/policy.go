@@ -320,7 +320,7 @@ func (p Policy) Validate() error {
 // Prestartable reports whether a spoke for p can be started ahead of need,
 // before p is known, by Prepare under spare: Prepare then gives the process
 // every attribute it would give it under p (uid, namespaces, no capability),
-// and what p adds comes after the spoke is told p, through PrepareScratch in
+// and what p adds comes after the spoke is told p, through PrepareScratchFor in
 // the parent and Enter in the child. Only ProfileStrict qualifies: the other
 // profiles start with capabilities, listeners or an app's environment that
 // depend on the app. spare must name no scratch directory, which belongs to

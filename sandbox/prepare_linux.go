@@ -243,23 +243,12 @@ func leaseIDs(cmd *exec.Cmd, p Policy) (uid, gid int, err error) {
 	}
 }
 
-// PrepareScratch is the part of Prepare that p's scratch directory needs: it
-// creates it for the id of cmd, which Prepare set up, and checks that the
-// id can reach it. A spoke started ahead of need, by Prepare under a
-// policy without a scratch directory (see Policy.Prestartable), needs it
-// before it is told p. Like Prepare it fails closed: it returns Check's
-// error first.
-func PrepareScratch(cmd *exec.Cmd, p Policy) error {
-	caps := capabilities()
-	if err := caps.Check(p); err != nil {
-		return err
-	}
-	uid, gid := SpokeIDs(cmd)
-	return prepareScratch(caps, p, uid, gid)
-}
-
-// PrepareScratchFor is PrepareScratch for a spoke that another process
-// (the spoke spawner) started and gave uid and gid.
+// PrepareScratchFor is the part of Prepare that p's scratch directory
+// needs, for a spoke that another process (the spoke spawner) started and
+// gave uid and gid: it creates the directory for them and checks that they
+// can reach it. A spoke started ahead of need, by Prepare under a policy
+// without a scratch directory (see Policy.Prestartable), needs it before it
+// is told p. Like Prepare it fails closed: it returns Check's error first.
 func PrepareScratchFor(p Policy, uid, gid int) error {
 	caps := capabilities()
 	if err := caps.Check(p); err != nil {

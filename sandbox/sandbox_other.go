@@ -26,7 +26,7 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 	}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	if err := PrepareScratch(cmd, p); err != nil {
+	if err := makeScratchDir(p); err != nil {
 		return err
 	}
 	if p.Scratch != "" {
@@ -35,9 +35,9 @@ func Prepare(cmd *exec.Cmd, p Policy) error {
 	return nil
 }
 
-// PrepareScratch fails closed unless p.AllowWeaker; then it creates
+// makeScratchDir fails closed unless p.AllowWeaker; then it creates
 // p.Scratch.
-func PrepareScratch(_ *exec.Cmd, p Policy) error {
+func makeScratchDir(p Policy) error {
 	if err := Probe().Check(p); err != nil {
 		return err
 	}
@@ -53,8 +53,8 @@ func PrepareScratch(_ *exec.Cmd, p Policy) error {
 // Release does nothing: spokes here run as the hub's own uid.
 func Release(*exec.Cmd) {}
 
-// PrepareScratchFor is PrepareScratch: every spoke runs as the hub's ids.
-func PrepareScratchFor(p Policy, _, _ int) error { return PrepareScratch(nil, p) }
+// PrepareScratchFor creates p.Scratch: every spoke runs as the hub's ids.
+func PrepareScratchFor(p Policy, _, _ int) error { return makeScratchDir(p) }
 
 // CheckPolicy fails closed unless p.AllowWeaker.
 func CheckPolicy(p Policy) error { return Probe().Check(p) }

@@ -353,9 +353,6 @@ func (p *egressProxy) relay(w http.ResponseWriter, req *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// close stops the proxy.
-func (p *egressProxy) close() { p.ln.Close() }
-
 // oneConn is a listener that yields one connection, for serving the
 // requests inside one CONNECT tunnel.
 type oneConn struct {

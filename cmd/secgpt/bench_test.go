@@ -10,13 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/secgpt/secgpt/bench"
 	"github.com/secgpt/secgpt/spoke"
 	"github.com/secgpt/secgpt/store/storetest"
 )
@@ -166,28 +166,12 @@ func BenchmarkSpokeStart(b *testing.B) {
 }
 
 // restingMemory is the resident and proportional set size, in MiB, of the
-// spoke pid at rest after its request, from /proc/<pid>/smaps_rollup.
+// spoke pid (bench.Memory), which must be readable.
 func restingMemory(b *testing.B, pid int) (rss, pss float64) {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.Lines(string(data)) {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, err := strconv.ParseFloat(f[1], 64)
-		if err != nil {
-			continue
-		}
-		switch f[0] {
-		case "Rss:":
-			rss = kb / 1024
-		case "Pss:":
-			pss = kb / 1024
-		}
+	rss, pss = bench.Memory(strconv.Itoa(pid))
+	if rss == 0 {
+		b.Fatalf("failed to read the memory of spoke %d", pid)
 	}
 	return rss, pss
 }
