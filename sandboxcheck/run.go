@@ -191,7 +191,16 @@ func (r *Runner) Run(ctx context.Context, a Attack) Verdict {
 	// The spoke's own resolver logs nothing; the lab's count of lookups
 	// is the evidence.
 	if a.stop.by != allowed && a.stop.by != byOwnResolver {
-		if line := e.logged(a); line == "" {
+		// The spoke's log reaches the hub on its own stream, which may
+		// trail the reply: wait a little for the line before calling it
+		// missing.
+		line := e.logged(a)
+		for deadline := time.Now().Add(3 * time.Second); line == "" && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			e.logs = r.opts.Logs.since(mark)
+			line = e.logged(a)
+		}
+		if line == "" {
 			v.Problems = append(v.Problems, "no log line shows the blocked attempt")
 		}
 	}
