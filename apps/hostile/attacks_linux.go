@@ -2,7 +2,6 @@ package hostile
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -273,10 +272,9 @@ func sendFrames(function string, frames int) Result {
 	attack := fmt.Sprintf("%s %d", function, frames)
 	start := time.Now()
 	for i := range frames {
-		body := fmt.Sprintf(`{"v":1,"kind":"data","id":%d,"body":{"op":"get","collection":"flood","id":"x"}}`, 1<<40+i)
-		frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-		if _, err := unix.Write(iscFD, append(frame, body...)); err != nil {
-			return judge(attack, fmt.Errorf("after %d frames: %w", i, os.NewSyscallError("write", err)), "", unix.EPIPE, unix.ECONNRESET)
+		body := fmt.Appendf(nil, `{"v":1,"kind":"data","id":%d,"body":{"op":"get","collection":"flood","id":"x"}}`, 1<<40+i)
+		if err := writeFrame(body); err != nil {
+			return judge(attack, fmt.Errorf("after %d frames: %w", i, err), "", unix.EPIPE, unix.ECONNRESET)
 		}
 	}
 	return Result{Attack: attack, Outcome: Succeeded, Detail: fmt.Sprintf("sent %d frames in %v", frames, time.Since(start).Round(time.Millisecond))}
