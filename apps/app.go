@@ -266,40 +266,91 @@ type Doc struct {
 
 var (
 	registryMu sync.RWMutex
-	registry   = map[string]App{}
+	registry   = map[string]*builtin{}
 )
+
+// builtin is a registered app, or what makes it when it is first needed.
+type builtin struct {
+	once    sync.Once
+	app     App
+	makeApp func() App
+}
+
+// get returns the app, making and checking it on first use.
+func (b *builtin) get(name string) App {
+	b.once.Do(func() {
+		if b.makeApp == nil {
+			return
+		}
+		a := b.makeApp()
+		b.makeApp = nil
+		if a == nil {
+			panic(fmt.Sprintf("apps: app %q registered and not made", name))
+		}
+		if got := a.Spec().Name; got != name {
+			panic(fmt.Sprintf("apps: app registered as %q is named %q", name, got))
+		}
+		mustValidate(a.Spec())
+		b.app = a
+	})
+	return b.app
+}
+
+func mustValidate(spec Spec) {
+	if err := spec.Validate(); err != nil {
+		panic(fmt.Sprintf("apps: failed to register app: %v", err))
+	}
+}
 
 // Register adds a built-in app. It panics on an invalid spec or a duplicate
 // name: both are programming errors in the binary.
 func Register(a App) {
 	spec := a.Spec()
-	if err := spec.Validate(); err != nil {
-		panic(fmt.Sprintf("apps: failed to register app: %v", err))
-	}
+	mustValidate(spec)
+	add(spec.Name, &builtin{app: a})
+}
+
+// RegisterLazy adds a built-in app named name that newApp makes when it is
+// first looked up (or listed by Builtin), for apps whose spec costs work
+// to build: a spoke process hosts one app and makes only that one. It
+// panics on a duplicate name now, and on an invalid spec or a spec of
+// another name when the app is made.
+func RegisterLazy(name string, newApp func() App) {
+	add(name, &builtin{makeApp: newApp})
+}
+
+func add(name string, b *builtin) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	if _, dup := registry[spec.Name]; dup {
-		panic(fmt.Sprintf("apps: app %q registered twice", spec.Name))
+	if _, dup := registry[name]; dup {
+		panic(fmt.Sprintf("apps: app %q registered twice", name))
 	}
-	registry[spec.Name] = a
+	registry[name] = b
 }
 
 // Lookup returns the built-in app with that name.
 func Lookup(name string) (App, bool) {
 	registryMu.RLock()
-	defer registryMu.RUnlock()
-	a, ok := registry[name]
-	return a, ok
+	b, ok := registry[name]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	return b.get(name), true
 }
 
 // Builtin returns every registered built-in app, sorted by name.
 func Builtin() []App {
 	registryMu.RLock()
-	defer registryMu.RUnlock()
-	out := make([]App, 0, len(registry))
-	for _, a := range registry {
-		out = append(out, a)
+	names := make([]string, 0, len(registry))
+	for name := range registry {
+		names = append(names, name)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Spec().Name < out[j].Spec().Name })
+	registryMu.RUnlock()
+	sort.Strings(names)
+	out := make([]App, len(names))
+	for i, name := range names {
+		out[i], _ = Lookup(name)
+	}
 	return out
 }
