@@ -127,7 +127,7 @@ func BenchmarkSpokeStart(b *testing.B) {
 			step := spoke.Step{ID: "s1", Function: "estimate_fare",
 				Args: json.RawMessage(`{"start_point":"Main Street","end_point":"Elm Avenue"}`)}
 			samples := make([]time.Duration, 0, b.N)
-			var rssSamples, pssSamples, cpuSamples, faultSamples []float64
+			var rssSamples, pssSamples, cpuSamples, faultSamples, threadSamples []float64
 			var hubTime time.Duration
 			var spawnerCPU0, spawnerFaults0 float64
 			spawnerPID := 0
@@ -164,6 +164,7 @@ func BenchmarkSpokeStart(b *testing.B) {
 				rssSamples, pssSamples = append(rssSamples, rss), append(pssSamples, pss)
 				cpu, faults := processCost(b, info.PID)
 				cpuSamples, faultSamples = append(cpuSamples, cpu), append(faultSamples, faults)
+				threadSamples = append(threadSamples, float64(threads(b, info.PID)))
 				if i == 1 {
 					// The spawner's CPU from here on is its starts
 					// of the spokes after the first.
@@ -184,6 +185,7 @@ func BenchmarkSpokeStart(b *testing.B) {
 			}
 			reportMedian(b, cpuSamples, "spoke-cpu-ms")
 			reportMedian(b, faultSamples, "spoke-faults")
+			reportMedian(b, threadSamples, "spoke-threads")
 		})
 	}
 }
@@ -227,6 +229,16 @@ func processCost(b *testing.B, pid int) (cpuMS, faults float64) {
 	minflt, _ := strconv.ParseFloat(f[7], 64)
 	majflt, _ := strconv.ParseFloat(f[9], 64)
 	return cpuMS, minflt + majflt
+}
+
+// threads is how many threads process pid has.
+func threads(b *testing.B, pid int) int {
+	b.Helper()
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		b.Fatalf("failed to list the threads of %d: %v", pid, err)
+	}
+	return len(tasks)
 }
 
 // parentPID is the parent of process pid.
