@@ -48,10 +48,13 @@ const (
 // output schema: the tool's text, bounded, as third-party data.
 const UntrustedTextField = "untrusted_text"
 
-// untrustedTextSchema is the response schema of such a tool.
-var untrustedTextSchema = json.RawMessage(fmt.Sprintf(
-	`{"type":"object","properties":{%q:{"type":"string","maxLength":%d}},"required":[%q],"additionalProperties":false}`,
-	UntrustedTextField, MaxUntrustedText, UntrustedTextField))
+// untrustedTextSchema is the response schema of such a tool, made on first
+// use: only an external app's spoke needs it, and not at package init.
+var untrustedTextSchema = sync.OnceValue(func() json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(
+		`{"type":"object","properties":{%q:{"type":"string","maxLength":%d}},"required":[%q],"additionalProperties":false}`,
+		UntrustedTextField, MaxUntrustedText, UntrustedTextField))
+})
 
 // externalApp is an external app inside its spoke: an MCP server started in
 // its own sandbox, spoken to over its stdio with the official Go SDK. It
@@ -407,7 +410,7 @@ func toolFunction(t *mcp.Tool) (apps.Function, error) {
 	if !apps.ValidName(name) {
 		return apps.Function{}, fmt.Errorf("tool name %q maps to no valid function name", bounded(t.Name, 64))
 	}
-	fn := apps.Function{Name: name, Description: bounded(t.Description, apps.MaxDescription), Response: untrustedTextSchema}
+	fn := apps.Function{Name: name, Description: bounded(t.Description, apps.MaxDescription), Response: untrustedTextSchema()}
 	req, err := toolSchema("input", t.InputSchema)
 	if err != nil {
 		return apps.Function{}, err
