@@ -72,17 +72,15 @@ type landlockPaths struct {
 	SendUDP []uint16
 }
 
-// landlockRules computes the paths of policy p. It reads /proc/self/maps
-// and ExecPath, so it must run before Landlock is applied.
-func landlockRules(p Policy) (landlockPaths, error) {
+// landlockRules computes the paths of policy p, mapped being the files the
+// process maps (mappedFiles). Paths are looked up under host, where the
+// host's root is ("" before the view, hostMount in its skeleton), so it
+// must run before Landlock is applied and before the view is finished.
+func landlockRules(p Policy, mapped []string, host string) (landlockPaths, error) {
 	var lp landlockPaths
-	mapped, err := mappedFiles()
-	if err != nil {
-		return lp, err
-	}
-	lp.ReadFiles = mapped
+	lp.ReadFiles = slices.Clone(mapped)
 	for _, path := range p.ReadOnly {
-		st, err := os.Stat(path)
+		st, err := os.Stat(host + path)
 		if err != nil {
 			return lp, fmt.Errorf("failed to stat read-only path: %w", err)
 		}
@@ -93,7 +91,7 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		}
 	}
 	for _, path := range p.ReadWrite {
-		st, err := os.Stat(path)
+		st, err := os.Stat(host + path)
 		if err != nil {
 			return lp, fmt.Errorf("failed to stat read-write path: %w", err)
 		}
@@ -104,7 +102,7 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		}
 	}
 	if p.Scratch != "" {
-		st, err := os.Lstat(p.Scratch)
+		st, err := os.Lstat(host + p.Scratch)
 		if err != nil {
 			return lp, fmt.Errorf("failed to stat scratch: %w", err)
 		}
@@ -118,7 +116,7 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		lp.SendUDP = []uint16{ResolverPort}
 	}
 	if p.Profile.executes() {
-		interp, err := elfInterpreter(p.ExecPath)
+		interp, err := elfInterpreter(host, p.ExecPath)
 		if err != nil {
 			return lp, err
 		}
@@ -128,7 +126,7 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		}
 		for _, sp := range systemPaths {
 			path := sp.path
-			st, err := os.Stat(path)
+			st, err := os.Stat(host + path)
 			switch {
 			case errors.Is(err, os.ErrNotExist):
 				continue
@@ -169,12 +167,12 @@ func mappedFiles() ([]string, error) {
 	return files, nil
 }
 
-// elfInterpreter returns the ELF interpreter (PT_INTERP) of path, "" for a
-// static executable. The kernel opens the interpreter for execution, so it
+// elfInterpreter returns the ELF interpreter (PT_INTERP) of path, read
+// under host (see landlockRules), "" for a static executable. The kernel opens the interpreter for execution, so it
 // needs EXECUTE too. Scripts are refused: their interpreter would need
 // EXECUTE and could run anything.
-func elfInterpreter(path string) (string, error) {
-	f, err := elf.Open(path)
+func elfInterpreter(host, path string) (string, error) {
+	f, err := elf.Open(host + path)
 	if err != nil {
 		return "", fmt.Errorf("%w: exec_path %s is not an ELF executable (declare the interpreter of a script instead): %w", ErrInvalidPolicy, path, err)
 	}
