@@ -107,6 +107,10 @@ func EnterSpare(spare Policy) (*Spare, error) {
 			return nil, err
 		}
 		e.viewTime += time.Since(start)
+		// Its paths are in the view now.
+		if e.landlock, err = prepareLandlock(e.abi, e.mapped); err != nil {
+			return nil, err
+		}
 	}
 	if e.scOK {
 		if e.filter, err = compileFilter(spare.Profile, unix.Getpid()); err != nil {
@@ -185,6 +189,8 @@ type entering struct {
 	viewTime  time.Duration
 	cwd       string
 	filter    *compiledFilter // base's filter, compiled ahead; nil to build in finish
+	// landlock is base's ruleset, made ahead; nil to make in finish.
+	landlock *landlockRuleset
 }
 
 // begin does what Enter does before it looks at p's paths, limits and
@@ -310,6 +316,15 @@ func (e *entering) finish(p Policy) (Report, error) {
 		rep.add(viewProtection, false, e.viewWhy+": the spoke can stat (not read) the host's files")
 	}
 
+	// A spare's ruleset restricts its threads while they hold
+	// CAP_SYS_ADMIN (see landlockRuleset); it is reported in its place.
+	var spareLandlock string
+	if e.landlock != nil {
+		if spareLandlock, err = e.landlock.restrict(lp); err != nil {
+			return *rep, err
+		}
+	}
+
 	// A spoke in a mount namespace holds CAP_SYS_ADMIN over it until
 	// here, and a ProfileProxy spoke CAP_NET_ADMIN over its own network
 	// namespace until UpLoopback; no spoke runs on with a capability.
@@ -336,7 +351,9 @@ func (e *entering) finish(p Policy) (Report, error) {
 	}
 	rep.add("no_new_privs", true, "all threads")
 
-	if e.abi > 0 {
+	if spareLandlock != "" {
+		rep.add("landlock", true, spareLandlock)
+	} else if e.abi > 0 {
 		detail, err := applyLandlock(lp)
 		if err != nil {
 			return *rep, err
