@@ -276,8 +276,14 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 	if c == nil {
 		return nil, nil
 	}
-	// The scratch is given to the spare's own id.
-	if err := sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid); err != nil {
+	// A scratch the hub keeps is given to the spare's own id; one of
+	// the spare's own is a tmpfs it mounts in its view (its host root is
+	// detached already), so nothing of the host is made or checked for it.
+	err := sandbox.CheckPolicy(policy)
+	if err == nil && !sandbox.OwnScratch(policy) {
+		err = sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid)
+	}
+	if err != nil {
 		c.discard()
 		return nil, err
 	}
