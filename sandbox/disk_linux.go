@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -59,8 +60,15 @@ func mountScratch(p Policy, host string, inView bool) (on bool, detail string, e
 // scratch directory itself, 0700 and the spoke's own, at its path in the
 // view, with the same bounds.
 func mountScratchInView(p Policy, l Limits, start time.Time) (bool, string, error) {
-	if err := os.MkdirAll(p.Scratch, 0o700); err != nil {
-		return false, "", fmt.Errorf("failed to make the spoke's scratch: %w", err)
+	// The view holds none of its directories but those of the spare's
+	// skeleton: one mkdir each, no walk of stats first (os.MkdirAll).
+	for i := 1; i <= len(p.Scratch); i++ {
+		if i < len(p.Scratch) && p.Scratch[i] != '/' {
+			continue
+		}
+		if err := unix.Mkdir(p.Scratch[:i], 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			return false, "", fmt.Errorf("failed to make the spoke's scratch: %w", err)
+		}
 	}
 	// Its root is the scratch directory: one inode fewer than above.
 	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0700", l.DiskBytes, l.DiskFiles+1)
