@@ -67,9 +67,16 @@ func ChildMain() int {
 		fmt.Fprintln(os.Stderr, "secgpt-spoke: bad arguments")
 		return exitUsage
 	}
+	var err error
+	var spareBox *sandbox.Spare
 	if *spare {
-		// Started ahead of need (Options.Spares): the hub says what
-		// this spoke is for when a user needs it.
+		// Started ahead of need (Options.Spares): the sandbox is applied
+		// as far as it can be without knowing the app, then the hub says
+		// what this spoke is for when a user needs it.
+		if spareBox, err = enterSpare(*policyText); err != nil {
+			fmt.Fprintln(os.Stderr, "secgpt-spoke: refusing to wait as a spare:", err)
+			return exitSandbox
+		}
 		args, err := readPrivate("the launch arguments")
 		if err != nil || fs.Parse(args) != nil || *external != "" {
 			fmt.Fprintln(os.Stderr, "secgpt-spoke: bad launch arguments:", err)
@@ -87,14 +94,6 @@ func ChildMain() int {
 		log.Error().Err(err).Msg("Refusing to run without a valid sandbox policy")
 		return exitSandbox
 	}
-	if *spare && policy.Scratch != "" && !policy.MountsScratch() {
-		// A spoke started directly starts in its scratch directory; one
-		// that mounts its own moves there in Enter.
-		if err := os.Chdir(policy.Scratch); err != nil {
-			log.Error().Err(err).Msg("Refusing to run: no scratch directory")
-			return exitSandbox
-		}
-	}
 	var ext *externalApp
 	if *external != "" {
 		// Its environment, loopback, proxy and server are set up while the
@@ -104,7 +103,12 @@ func ChildMain() int {
 			return exitAppFailed
 		}
 	}
-	report, err := sandbox.Enter(policy)
+	var report sandbox.Report
+	if spareBox != nil {
+		report, err = spareBox.Enter(policy)
+	} else {
+		report, err = sandbox.Enter(policy)
+	}
 	if err != nil {
 		log.Error().Err(err).Msg("Refusing to run: sandbox could not be applied")
 		return exitSandbox
