@@ -248,9 +248,18 @@ func fillDisk(dir string, count int) Result {
 // iscFD is the spoke's channel to the hub.
 const iscFD = 3
 
+// rawISC makes fd 3 blocking for the attacks' raw reads and writes, once:
+// the spoke runtime reads it non-blocking, through Go's netpoller, and a
+// raw write on a full channel would fail with EAGAIN where an attacker's
+// own write waits (an app can set the flag as well as this one does).
+var rawISC = sync.OnceValue(func() error { return unix.SetNonblock(iscFD, false) })
+
 // flood sends frames as fast as it can while draining the hub's replies,
 // so that nothing slows it but the hub's rate limit.
 func flood(frames int) Result {
+	if err := rawISC(); err != nil {
+		return judge(fmt.Sprintf("%s %d", Flood, frames), err, "")
+	}
 	go func() {
 		buf := make([]byte, 64<<10)
 		for {
