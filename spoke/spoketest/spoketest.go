@@ -17,6 +17,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/secgpt/secgpt/apps"
@@ -94,7 +95,12 @@ func text(s string) (json.RawMessage, error) { return json.Marshal(map[string]st
 
 // iscFile is the raw channel, opened once: a second *os.File for fd 3 that
 // was garbage-collected would close the spoke runtime's channel under it.
-var iscFile = sync.OnceValue(func() *os.File { return os.NewFile(3, "isc") })
+// It is blocking, whatever mode the runtime left it in: the runtime's own
+// *os.File has it in the netpoller, so a second one could not wait there.
+var iscFile = sync.OnceValue(func() *os.File {
+	_ = syscall.SetNonblock(3, false)
+	return os.NewFile(3, "isc")
+})
 
 func (Faulty) Call(ctx context.Context, _ apps.Env, function string, args json.RawMessage) (json.RawMessage, error) {
 	isc := iscFile()
