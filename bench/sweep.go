@@ -112,6 +112,10 @@ func (r *runner) level(ctx context.Context, n int) (Level, error) {
 	if l.Cold, err = burst(ctx, sys.Hub, n, nil); err != nil {
 		return Level{}, err
 	}
+	// The users come back once the system is at rest again: the cold
+	// wave's spares have started (or been stopped), so the warm wave
+	// measures warm queries, not the cold one's aftermath.
+	quiesce(ctx)
 	if l.Warm, err = burst(ctx, sys.Hub, n, r.opts.AroundWarm); err != nil {
 		return Level{}, err
 	}
@@ -188,6 +192,28 @@ func burst(ctx context.Context, h *hub.Hub, n int, around func() func()) (Burst,
 	}
 	b.HubRSS, _ = Memory("self")
 	return b, ctx.Err()
+}
+
+// quiesce waits, up to 5 s, until this process's descendants (the spoke
+// spawner, spokes, spares) spend no CPU time for a while: at most one
+// clock tick in 200 ms.
+func quiesce(ctx context.Context) {
+	total := func() time.Duration {
+		var t time.Duration
+		for _, u := range descendantsUsage() {
+			t += u.cpu
+		}
+		return t
+	}
+	last := total()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(200 * time.Millisecond)
+		now := total()
+		if now-last <= clockTick {
+			return
+		}
+		last = now
+	}
 }
 
 // usage is what a process has cost so far: CPU time (user and system),
