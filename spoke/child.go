@@ -131,7 +131,10 @@ func ChildMain() int {
 	// waiting for the hub parks its goroutine instead of blocking a thread
 	// in read, which kept the runtime's sysmon polling (every 20 µs to
 	// 10 ms) through each wait.
-	_ = syscall.SetNonblock(iscFD, true)
+	if err := syscall.SetNonblock(iscFD, true); err != nil {
+		log.Error().Err(err).Msg("No usable ISC channel on fd 3")
+		return exitProtocol
+	}
 	conn := os.NewFile(iscFD, "isc")
 	if conn == nil {
 		log.Error().Msg("No ISC channel on fd 3")
