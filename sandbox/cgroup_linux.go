@@ -81,14 +81,15 @@ var cgroupSeq atomic.Uint64
 
 // cgroupRun tells this process's cgroups from those of an earlier process
 // that had the same PID: every `secgpt ask` is a new process, PIDs are
-// reused, and a process that ended abruptly leaves its cgroups behind.
-var cgroupRun = func() string {
+// reused, and a process that ended abruptly leaves its cgroups behind. It
+// is drawn when first needed, not at package init (a spoke never needs it).
+var cgroupRun = sync.OnceValue(func() string {
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
 		return strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
 	return hex.EncodeToString(b)
-}()
+})
 
 // sweepCgroups runs sweepStaleCgroups once per process.
 var sweepCgroups = sync.OnceFunc(func() {
@@ -362,7 +363,7 @@ func NewCgroup(l Limits) (*Cgroup, error) {
 		return nil, fmt.Errorf("%w: cgroup: %v", ErrUnprotected, err)
 	}
 	sweepCgroups()
-	name := fmt.Sprintf("%d-%s-%d", os.Getpid(), cgroupRun, cgroupSeq.Add(1))
+	name := fmt.Sprintf("%d-%s-%d", os.Getpid(), cgroupRun(), cgroupSeq.Add(1))
 	c := &Cgroup{layout: layout, dirs: map[string]string{}}
 	for ctl, parent := range layout.parents {
 		c.dirs[ctl] = filepath.Join(parent, name)

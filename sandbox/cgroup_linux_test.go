@@ -163,7 +163,7 @@ func TestStaleCgroupsAreSwept(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cg.Remove()
-	if name := filepath.Base(cg.dirs[ctlMemory]); !strings.Contains(name, "-"+cgroupRun+"-") {
+	if name := filepath.Base(cg.dirs[ctlMemory]); !strings.Contains(name, "-"+cgroupRun()+"-") {
 		t.Errorf("cgroup %s carries no per-process token", name)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 
 	"github.com/rs/zerolog"
 
@@ -126,6 +127,14 @@ func ChildMain() int {
 		app = a
 	}
 
+	// Non-blocking, the channel is read through the netpoller: a spoke
+	// waiting for the hub parks its goroutine instead of blocking a thread
+	// in read, which kept the runtime's sysmon polling (every 20 µs to
+	// 10 ms) through each wait.
+	if err := syscall.SetNonblock(iscFD, true); err != nil {
+		log.Error().Err(err).Msg("No usable ISC channel on fd 3")
+		return exitProtocol
+	}
 	conn := os.NewFile(iscFD, "isc")
 	if conn == nil {
 		log.Error().Msg("No ISC channel on fd 3")

@@ -248,9 +248,22 @@ func fillDisk(dir string, count int) Result {
 // iscFD is the spoke's channel to the hub.
 const iscFD = 3
 
+// rawChannel readies fd 3 for the attacks that use it straight, bypassing
+// the spoke runtime: blocking, as they read and write it, whatever mode
+// the runtime left it in (an app may set it, as any descriptor of its own).
+func rawChannel(attack string) (Result, bool) {
+	if err := unix.SetNonblock(iscFD, false); err != nil {
+		return judge(attack, os.NewSyscallError("fcntl", err), ""), false
+	}
+	return Result{}, true
+}
+
 // flood sends frames as fast as it can while draining the hub's replies,
 // so that nothing slows it but the hub's rate limit.
 func flood(frames int) Result {
+	if res, ok := rawChannel(fmt.Sprintf("%s %d", Flood, frames)); !ok {
+		return res
+	}
 	go func() {
 		buf := make([]byte, 64<<10)
 		for {
@@ -270,6 +283,9 @@ func stall(frames int) Result { return sendFrames(Stall, frames) }
 // protocol has them) straight onto fd 3, bypassing the spoke runtime.
 func sendFrames(function string, frames int) Result {
 	attack := fmt.Sprintf("%s %d", function, frames)
+	if res, ok := rawChannel(attack); !ok {
+		return res
+	}
 	start := time.Now()
 	for i := range frames {
 		body := fmt.Appendf(nil, `{"v":1,"kind":"data","id":%d,"body":{"op":"get","collection":"flood","id":"x"}}`, 1<<40+i)

@@ -25,6 +25,9 @@ import (
 // the hub time and the app's spoke almost none.
 func grind(frames int, size int64) Result {
 	attack := fmt.Sprintf("%s %d×%d", Grind, frames, size)
+	if res, ok := rawChannel(attack); !ok {
+		return res
+	}
 	go func() {
 		buf := make([]byte, 64<<10)
 		for {
@@ -47,6 +50,9 @@ func grind(frames int, size int64) Result {
 // nothing. It stops at the first refusal.
 func burnTokens(calls int, size int64) Result {
 	attack := fmt.Sprintf("%s %d×%d", Burn, calls, size)
+	if res, ok := rawChannel(attack); !ok {
+		return res
+	}
 	for i := range calls {
 		id := 1<<42 + i
 		if err := writeFrame(llmFrame(id, size)); err != nil {
