@@ -106,7 +106,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r := &runner{opts: opts, installed: installed, client: client, meter: meter}
 	report := &Report{Settings: Settings{
 		LatencyMS: float64(opts.Latency) / float64(time.Millisecond), Apps: len(installed), CPUs: runtime.NumCPU(),
-		Started: time.Now().UTC().Format(time.RFC3339),
+		Started: time.Now().UTC().Format(time.RFC3339), Machine: measureMachine(),
 	}}
 	start := time.Now()
 	if !opts.SweepOnly {

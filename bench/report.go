@@ -26,6 +26,8 @@ type Settings struct {
 	CPUs      int     `json:"cpus"`
 	Started   string  `json:"started"`
 	DurationS float64 `json:"duration_s"`
+	// Machine is what this machine charges for kernel entries.
+	Machine Machine `json:"machine"`
 }
 
 // Summary is one row of the table: a category, or the paper's four
@@ -194,6 +196,7 @@ func weight(weights []float64, i int) float64 {
 func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "secgpt bench: %d queries, %d apps installed, simulated model latency %.0f ms, %d CPUs, %.0f s\n\n",
 		len(r.Queries), r.Settings.Apps, r.Settings.LatencyMS, r.Settings.CPUs, r.Settings.DurationS)
+	fmt.Fprintf(w, "This machine: %s.\n\n", r.Settings.Machine)
 	if len(r.Queries) > 0 {
 		r.printQueries(w)
 	}

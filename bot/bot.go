@@ -439,6 +439,19 @@ func (b *Bot) resume(ctx context.Context) error {
 		return fmt.Errorf("failed to read replies being sent: %w", err)
 	}
 	for _, r := range sending {
+		evt, err := b.findSent(ctx, r)
+		if err != nil {
+			// Sent again, under its transaction ID: at worst twice, never lost.
+			b.log.Warn().Err(err).Str("event_id", r.Row.EventID.String()).Msg("Failed to check whether a reply was already posted; sending it again")
+		} else if evt != "" {
+			if err := b.db.addSent(ctx, evt, r.Row.RoomID, r.Kind); err != nil {
+				b.log.Warn().Err(err).Msg("Failed to record a sent message")
+			}
+			if err := b.db.finishSending(ctx, r.Row.EventID, r.Done, evt); err != nil {
+				return err
+			}
+			continue
+		}
 		if !b.sendStored(ctx, r) {
 			return errors.New("failed to record a reply sent again")
 		}

@@ -249,6 +249,9 @@ type reply struct {
 	Txn, Text, Kind string
 	// Done is the message's state once the reply went out.
 	Done string
+	// Since is when the reply was stored to be sent (read back only for
+	// replies found being sent at start).
+	Since time.Time
 }
 
 // startSending stores r's text and transaction ID and marks its message
@@ -279,11 +282,13 @@ func (d *botDB) finishSending(ctx context.Context, evt id.EventID, state string,
 
 // sending returns the replies that were being sent when the bot stopped.
 func (d *botDB) sending(ctx context.Context) ([]reply, error) {
-	rows, err := d.db.Query(ctx, "SELECT "+inboxColumns+", reply_txn, reply_text, reply_kind, reply_done FROM bot_inbox WHERE state=$1 ORDER BY seq", stateSending)
+	rows, err := d.db.Query(ctx, "SELECT "+inboxColumns+", reply_txn, reply_text, reply_kind, reply_done, updated_at FROM bot_inbox WHERE state=$1 ORDER BY seq", stateSending)
 	return dbutil.NewRowIterWithError(rows, func(s dbutil.Scannable) (reply, error) {
 		var r reply
+		var since int64
 		row := &r.Row
-		err := s.Scan(&row.Seq, &row.EventID, &row.RoomID, &row.UserID, &row.ThreadRoot, &row.Kind, &row.Body, &row.State, &r.Txn, &r.Text, &r.Kind, &r.Done)
+		err := s.Scan(&row.Seq, &row.EventID, &row.RoomID, &row.UserID, &row.ThreadRoot, &row.Kind, &row.Body, &row.State, &r.Txn, &r.Text, &r.Kind, &r.Done, &since)
+		r.Since = time.Unix(0, since)
 		return r, err
 	}, err).AsList()
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,12 @@ const (
 	crashRequest = "request"
 	// The homeserver took the answer; the response never reached the bot.
 	crashResponse = "response"
+	// The homeserver took the answer but not its transaction ID: the
+	// request reaches it under another, as if the homeserver had
+	// persisted a send cut off by the kill without recording its
+	// transaction as done (Dendrite, when the client goes away in
+	// flight); the response never reached the bot.
+	crashForgotten = "forgotten"
 	// The bot got the response, before it could record the answer.
 	crashResponded = "responded"
 	// A moment after the answer was recorded.
@@ -109,6 +116,11 @@ func (p *crashProxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.proxy.ServeHTTP(w, r)
 	case crashComputed, crashRequest:
 		p.kill()
+	case crashForgotten:
+		// .../send/{eventType}/{txnId}: another transaction ID.
+		r.URL.Path = r.URL.Path[:strings.LastIndex(r.URL.Path, "/")+1] + "forgotten-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+		r.URL.RawPath = ""
+		fallthrough
 	case crashResponse:
 		rec := httptest.NewRecorder()
 		p.proxy.ServeHTTP(rec, r)
@@ -145,9 +157,9 @@ func crashChat(t *testing.T, user string) (*crashProxy, *botProc, *human, id.Roo
 // TestExactlyOnceAcrossSIGKILL: the bot is SIGKILLed at each point of an
 // answer's send path, in an encrypted direct chat, and started again. Each
 // query gets exactly one reply: the answer when the bot may have sent it
-// (sent again under its stored transaction ID, which Dendrite
-// deduplicates), the restart notice when it cannot have; never both, never
-// neither.
+// (found in the room, or sent again under its stored transaction ID, which
+// Dendrite deduplicates), the restart notice when it cannot have; never
+// both, never neither.
 func TestExactlyOnceAcrossSIGKILL(t *testing.T) {
 	p, b, alice, room := crashChat(t, "u-alice")
 
@@ -158,6 +170,7 @@ func TestExactlyOnceAcrossSIGKILL(t *testing.T) {
 		{crashComputed, "notice"},
 		{crashRequest, "answer"},
 		{crashResponse, "answer"},
+		{crashForgotten, "answer"},
 		{crashResponded, "answer"},
 		{crashLater, "answer"},
 	} {

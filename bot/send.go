@@ -20,6 +20,11 @@ import (
 // kind* values below), for clients and tests that want to tell them apart.
 const KindKey = "org.secgpt.kind"
 
+// TxnKey is the content key carrying a reply's transaction ID, by which
+// the bot recognises, after a restart, a reply the homeserver took although
+// the bot never heard so (see findSent).
+const TxnKey = "org.secgpt.txn"
+
 // What a bot message is.
 const (
 	kindAnswer = "answer" // the answer to a query
@@ -91,6 +96,9 @@ func (b *Bot) post(ctx context.Context, m message) (id.EventID, error) {
 		c.RelatesTo = rel
 	}
 	raw := map[string]any{KindKey: m.kind}
+	if m.txn != "" {
+		raw[TxnKey] = m.txn
+	}
 	for k, v := range m.fields {
 		raw[k] = v
 	}

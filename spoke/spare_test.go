@@ -282,7 +282,9 @@ func TestCloseStopsSpares(t *testing.T) {
 // SpareIdle for nothing.
 func TestExpectSizesSparesToDemand(t *testing.T) {
 	opts, _ := spareOptions(t, 1)
-	opts.MaxSpares, opts.SpareIdle = 3, 600*time.Millisecond
+	// Long enough for three spares to start on a loaded machine before
+	// the expectations end, short enough for the shrink to be seen.
+	opts.MaxSpares, opts.SpareIdle = 3, 3*time.Second
 	m := newManager(t, opts)
 	waitSpares(t, m, 1)
 	m.Expect(key("@a:x", "echo"), key("@b:x", "echo"), key("@c:x", "echo"), key("@d:x", "echo"))
