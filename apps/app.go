@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -110,16 +109,26 @@ func (s Spec) Hash() string {
 	return hex.EncodeToString(sum[:16])
 }
 
-var (
-	namePattern     = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-	functionPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-)
+// validIdent reports whether s matches ^[a-z][a-z0-9_]{0,31}$, the form of
+// app and function names. It is written out rather than a regexp: compiling
+// one at package init cost every spoke process about 380 allocations.
+func validIdent(s string) bool {
+	if len(s) == 0 || len(s) > 32 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidName reports whether name is a valid app or function name. Names
 // never contain a double underscore, which separates app and function in
 // tool names (see ToolName).
 func ValidName(name string) bool {
-	return namePattern.MatchString(name) && !containsDoubleUnderscore(name)
+	return validIdent(name) && !containsDoubleUnderscore(name)
 }
 
 func containsDoubleUnderscore(s string) bool {
@@ -139,7 +148,7 @@ func SplitToolName(tool string) (app, function string, ok bool) {
 	for i := 0; i+1 < len(tool); i++ {
 		if tool[i] == '_' && tool[i+1] == '_' {
 			app, function = tool[:i], tool[i+2:]
-			return app, function, ValidName(app) && functionPattern.MatchString(function)
+			return app, function, ValidName(app) && validIdent(function)
 		}
 	}
 	return "", "", false
@@ -189,7 +198,7 @@ func (s Spec) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, f := range s.Functions {
-		if !functionPattern.MatchString(f.Name) || containsDoubleUnderscore(f.Name) {
+		if !validIdent(f.Name) || containsDoubleUnderscore(f.Name) {
 			return fmt.Errorf("app %s: invalid function name %q", s.Name, f.Name)
 		}
 		if seen[f.Name] {
@@ -257,40 +266,91 @@ type Doc struct {
 
 var (
 	registryMu sync.RWMutex
-	registry   = map[string]App{}
+	registry   = map[string]*builtin{}
 )
+
+// builtin is a registered app, or what makes it when it is first needed.
+type builtin struct {
+	once    sync.Once
+	app     App
+	makeApp func() App
+}
+
+// get returns the app, making and checking it on first use.
+func (b *builtin) get(name string) App {
+	b.once.Do(func() {
+		if b.makeApp == nil {
+			return
+		}
+		a := b.makeApp()
+		b.makeApp = nil
+		if a == nil {
+			panic(fmt.Sprintf("apps: app %q registered and not made", name))
+		}
+		if got := a.Spec().Name; got != name {
+			panic(fmt.Sprintf("apps: app registered as %q is named %q", name, got))
+		}
+		mustValidate(a.Spec())
+		b.app = a
+	})
+	return b.app
+}
+
+func mustValidate(spec Spec) {
+	if err := spec.Validate(); err != nil {
+		panic(fmt.Sprintf("apps: failed to register app: %v", err))
+	}
+}
 
 // Register adds a built-in app. It panics on an invalid spec or a duplicate
 // name: both are programming errors in the binary.
 func Register(a App) {
 	spec := a.Spec()
-	if err := spec.Validate(); err != nil {
-		panic(fmt.Sprintf("apps: failed to register app: %v", err))
-	}
+	mustValidate(spec)
+	add(spec.Name, &builtin{app: a})
+}
+
+// RegisterLazy adds a built-in app named name that newApp makes when it is
+// first looked up (or listed by Builtin), for apps whose spec costs work
+// to build: a spoke process hosts one app and makes only that one. It
+// panics on a duplicate name now, and on an invalid spec or a spec of
+// another name when the app is made.
+func RegisterLazy(name string, newApp func() App) {
+	add(name, &builtin{makeApp: newApp})
+}
+
+func add(name string, b *builtin) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	if _, dup := registry[spec.Name]; dup {
-		panic(fmt.Sprintf("apps: app %q registered twice", spec.Name))
+	if _, dup := registry[name]; dup {
+		panic(fmt.Sprintf("apps: app %q registered twice", name))
 	}
-	registry[spec.Name] = a
+	registry[name] = b
 }
 
 // Lookup returns the built-in app with that name.
 func Lookup(name string) (App, bool) {
 	registryMu.RLock()
-	defer registryMu.RUnlock()
-	a, ok := registry[name]
-	return a, ok
+	b, ok := registry[name]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, false
+	}
+	return b.get(name), true
 }
 
 // Builtin returns every registered built-in app, sorted by name.
 func Builtin() []App {
 	registryMu.RLock()
-	defer registryMu.RUnlock()
-	out := make([]App, 0, len(registry))
-	for _, a := range registry {
-		out = append(out, a)
+	names := make([]string, 0, len(registry))
+	for name := range registry {
+		names = append(names, name)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Spec().Name < out[j].Spec().Name })
+	registryMu.RUnlock()
+	sort.Strings(names)
+	out := make([]App, len(names))
+	for i, name := range names {
+		out[i], _ = Lookup(name)
+	}
 	return out
 }

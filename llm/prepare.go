@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -23,14 +22,36 @@ const (
 	dispatcherName = "more_functions"
 )
 
-var (
-	// toolNamePattern is OpenAI's rule for function names.
-	toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-	// toolCallIDPattern is Mistral's rule for tool-call ids, which vLLM
-	// enforces for Mistral models (vllm-project/vllm#9019, PR #12332):
-	// exactly nine letters or digits.
-	toolCallIDPattern = regexp.MustCompile(`^[a-zA-Z0-9]{9}$`)
-)
+// validToolName reports whether name follows OpenAI's rule for function
+// names, ^[a-zA-Z0-9_-]{1,64}$. The checks below are written out rather
+// than regexps: compiling them at package init cost every process that
+// links this package, each spoke included, about 900 allocations.
+func validToolName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := range len(name) {
+		if c := name[i]; !isAlnumByte(c) && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// validToolCallID reports whether id follows Mistral's rule for tool-call
+// ids, which vLLM enforces for Mistral models (vllm-project/vllm#9019, PR
+// #12332): exactly nine letters or digits, ^[a-zA-Z0-9]{9}$.
+func validToolCallID(id string) bool {
+	if len(id) != 9 {
+		return false
+	}
+	for i := range len(id) {
+		if !isAlnumByte(id[i]) {
+			return false
+		}
+	}
+	return true
+}
 
 // outgoing is a request in its wire form, with what reading its answer
 // needs.
@@ -198,7 +219,7 @@ func (o *outgoing) wireName(name string) string { return o.wire[name] }
 // accepts: the name's allowed characters, cut to fit, and eight hex digits
 // of its hash, so that two names stay two.
 func wireToolName(name string) string {
-	if toolNamePattern.MatchString(name) {
+	if validToolName(name) {
 		return name
 	}
 	clean := strings.Map(func(r rune) rune {
@@ -311,7 +332,7 @@ func wireCallIDs(messages []Message, strict bool) (map[string]string, error) {
 			return nil
 		}
 		w := id
-		if strict && !toolCallIDPattern.MatchString(id) {
+		if strict && !validToolCallID(id) {
 			w = base62ID(id)
 		}
 		if prev, ok := taken[w]; ok {

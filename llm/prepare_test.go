@@ -208,3 +208,39 @@ func FuzzGrammarPattern(f *testing.F) {
 		}
 	})
 }
+
+var (
+	// toolNamePattern is OpenAI's rule for function names.
+	toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	// toolCallIDPattern is Mistral's rule for tool-call ids.
+	toolCallIDPattern = regexp.MustCompile(`^[a-zA-Z0-9]{9}$`)
+)
+
+// TestToolNameChecksAreThePatterns checks the written-out checks against
+// the regexps they replaced, on edge cases and on every string of up to
+// three characters from a small alphabet.
+func TestToolNameChecksAreThePatterns(t *testing.T) {
+	toolName, callID := toolNamePattern, toolCallIDPattern
+	cases := []string{"", "a", "Z", "0", "_", "-", "weather__get", strings.Repeat("x", 64), strings.Repeat("x", 65),
+		"abcdefghi", "ABCDEFGH9", "abcdefgh", "abcdefghij", "abcdefgh_", "abcdefgh\n", "a.b", "a b", "é", "call_1234"}
+	alphabet := []string{"a", "Z", "0", "9", "_", "-", ".", "\n", "é", " "}
+	var grow func(prefix string, n int)
+	grow = func(prefix string, n int) {
+		cases = append(cases, prefix, prefix+"bcdefgh", prefix+"bcdefghi")
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			grow(prefix+c, n-1)
+		}
+	}
+	grow("", 3)
+	for _, s := range cases {
+		if got, want := validToolName(s), toolName.MatchString(s); got != want {
+			t.Errorf("validToolName(%q) = %v, the pattern says %v", s, got, want)
+		}
+		if got, want := validToolCallID(s), callID.MatchString(s); got != want {
+			t.Errorf("validToolCallID(%q) = %v, the pattern says %v", s, got, want)
+		}
+	}
+}

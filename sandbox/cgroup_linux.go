@@ -81,14 +81,15 @@ var cgroupSeq atomic.Uint64
 
 // cgroupRun tells this process's cgroups from those of an earlier process
 // that had the same PID: every `secgpt ask` is a new process, PIDs are
-// reused, and a process that ended abruptly leaves its cgroups behind.
-var cgroupRun = func() string {
+// reused, and a process that ended abruptly leaves its cgroups behind. It
+// is drawn when first needed, not at package init (a spoke never needs it).
+var cgroupRun = sync.OnceValue(func() string {
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
 		return strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
 	return hex.EncodeToString(b)
-}()
+})
 
 // sweepCgroups runs sweepStaleCgroups once per process.
 var sweepCgroups = sync.OnceFunc(func() {
@@ -347,6 +348,10 @@ type Cgroup struct {
 	dirs map[string]string
 	// Memory and Tasks are the bounds it enforces.
 	Memory, Tasks uint64
+	// bounds are the limits whose bounds it was last set to (all of
+	// them: writes of Update), and set whether there are any.
+	bounds Limits
+	set    bool
 }
 
 // NewCgroup creates a cgroup bounded by l (l must have its defaults). The
@@ -358,7 +363,7 @@ func NewCgroup(l Limits) (*Cgroup, error) {
 		return nil, fmt.Errorf("%w: cgroup: %v", ErrUnprotected, err)
 	}
 	sweepCgroups()
-	name := fmt.Sprintf("%d-%s-%d", os.Getpid(), cgroupRun, cgroupSeq.Add(1))
+	name := fmt.Sprintf("%d-%s-%d", os.Getpid(), cgroupRun(), cgroupSeq.Add(1))
 	c := &Cgroup{layout: layout, dirs: map[string]string{}}
 	for ctl, parent := range layout.parents {
 		c.dirs[ctl] = filepath.Join(parent, name)
@@ -403,21 +408,30 @@ func OpenCgroup(dirs []string, l Limits) (*Cgroup, error) {
 			return nil, fmt.Errorf("cgroup %v is not one of this machine's layout", dirs)
 		}
 	}
-	c := &Cgroup{layout: layout, dirs: map[string]string{}, Memory: l.Memory, Tasks: l.Tasks}
+	// NewCgroup set these bounds.
+	c := &Cgroup{layout: layout, dirs: map[string]string{}, Memory: l.Memory, Tasks: l.Tasks, bounds: l, set: true}
 	for ctl, parent := range layout.parents {
 		c.dirs[ctl] = filepath.Join(parent, filepath.Base(dirs[0]))
 	}
 	return c, nil
 }
 
-// Update sets the cgroup's bounds to l's memory, swap, tasks and CPU.
+// Update sets the cgroup's bounds to l's memory, swap, tasks and CPU. It
+// writes nothing when they are already l's (a spare's cgroup, made for the
+// spare policy's limits, which a built-in app's spoke shares): the hub's
+// work per claim is then none.
 func (c *Cgroup) Update(l Limits) error {
+	if c.set && c.bounds == l {
+		return nil
+	}
+	c.set = false
 	c.Memory, c.Tasks = l.Memory, l.Tasks
 	for _, w := range c.layout.writes(l) {
 		if err := c.write(w[0], w[1]); err != nil {
 			return err
 		}
 	}
+	c.bounds, c.set = l, true
 	return nil
 }
 

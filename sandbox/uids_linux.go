@@ -13,19 +13,30 @@ import (
 // Release. It hands them out round robin, so that an id just released is
 // the last to be leased again.
 type idPool struct {
-	mu     sync.Mutex
-	r      IDRange
-	err    error // why r cannot be used; nil once checked
-	leased map[uint32]*exec.Cmd
-	byCmd  map[*exec.Cmd]uint32
-	next   uint32
+	mu      sync.Mutex
+	r       IDRange
+	checked bool  // r has been checked: its check reads the machine's id files
+	err     error // why r cannot be used, once checked
+	leased  map[uint32]*exec.Cmd
+	byCmd   map[*exec.Cmd]uint32
+	next    uint32
 }
 
-// spokeIDs is the pool of a root hub's spokes.
+// spokeIDs is the pool of a root hub's spokes. Its range is checked when
+// first used, not at package init: a spoke process never leases an id, and
+// the check reads four files.
 var spokeIDs = newIDPool(DefaultIDRange)
 
 func newIDPool(r IDRange) *idPool {
-	return &idPool{r: r, err: r.Check(), leased: map[uint32]*exec.Cmd{}, byCmd: map[*exec.Cmd]uint32{}}
+	return &idPool{r: r, leased: map[uint32]*exec.Cmd{}, byCmd: map[*exec.Cmd]uint32{}}
+}
+
+// checkLocked checks the range once; it returns why it cannot be used.
+func (p *idPool) checkLocked() error {
+	if !p.checked {
+		p.err, p.checked = p.r.Check(), true
+	}
+	return p.err
 }
 
 // SetIDRange makes r the ids of the spokes that Prepare starts from now
@@ -38,7 +49,7 @@ func SetIDRange(r IDRange) error {
 	}
 	spokeIDs.mu.Lock()
 	defer spokeIDs.mu.Unlock()
-	spokeIDs.r, spokeIDs.err, spokeIDs.next = r, nil, 0
+	spokeIDs.r, spokeIDs.checked, spokeIDs.err, spokeIDs.next = r, true, nil, 0
 	return nil
 }
 
@@ -59,8 +70,8 @@ func (p *idPool) lease(cmd *exec.Cmd, prefer uint32) (uint32, error) {
 	if id, ok := p.byCmd[cmd]; ok {
 		return id, nil
 	}
-	if p.err != nil {
-		return 0, fmt.Errorf("failed to give the spoke an id of its own: %w", p.err)
+	if err := p.checkLocked(); err != nil {
+		return 0, fmt.Errorf("failed to give the spoke an id of its own: %w", err)
 	}
 	if _, busy := p.leased[prefer]; !busy && prefer >= p.r.First && uint64(prefer) < uint64(p.r.First)+uint64(p.r.Count) {
 		p.leased[prefer] = cmd
@@ -111,8 +122,8 @@ func (p *idPool) detail() (bool, string) {
 	if os.Geteuid() != 0 {
 		return false, fmt.Sprintf("the hub runs as uid %d, not root, and can map only its own uid: every spoke runs as that one uid", os.Geteuid())
 	}
-	if p.err != nil {
-		return false, p.err.Error()
+	if err := p.checkLocked(); err != nil {
+		return false, err.Error()
 	}
 	return true, fmt.Sprintf("each live spoke its own host uid and gid from %d..%d (%d), nobody (%d) inside its user namespace", p.r.First, uint64(p.r.First)+uint64(p.r.Count)-1, p.r.Count, nobody)
 }
@@ -138,5 +149,5 @@ func SpokeIDs(cmd *exec.Cmd) (uid, gid int) {
 func CurrentIDRange() (IDRange, bool) {
 	spokeIDs.mu.Lock()
 	defer spokeIDs.mu.Unlock()
-	return spokeIDs.r, spokeIDs.err == nil
+	return spokeIDs.r, spokeIDs.checkLocked() == nil
 }

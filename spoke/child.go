@@ -68,9 +68,16 @@ func ChildMain() int {
 		fmt.Fprintln(os.Stderr, "secgpt-spoke: bad arguments")
 		return exitUsage
 	}
+	var err error
+	var spareBox *sandbox.Spare
 	if *spare {
-		// Started ahead of need (Options.Spares): the hub says what
-		// this spoke is for when a user needs it.
+		// Started ahead of need (Options.Spares): the sandbox is applied
+		// as far as it can be without knowing the app, then the hub says
+		// what this spoke is for when a user needs it.
+		if spareBox, err = enterSpare(*policyText); err != nil {
+			fmt.Fprintln(os.Stderr, "secgpt-spoke: refusing to wait as a spare:", err)
+			return exitSandbox
+		}
 		args, err := readPrivate("the launch arguments")
 		if err != nil || fs.Parse(args) != nil || *external != "" {
 			fmt.Fprintln(os.Stderr, "secgpt-spoke: bad launch arguments:", err)
@@ -88,14 +95,6 @@ func ChildMain() int {
 		log.Error().Err(err).Msg("Refusing to run without a valid sandbox policy")
 		return exitSandbox
 	}
-	if *spare && policy.Scratch != "" && !policy.MountsScratch() {
-		// A spoke started directly starts in its scratch directory; one
-		// that mounts its own moves there in Enter.
-		if err := os.Chdir(policy.Scratch); err != nil {
-			log.Error().Err(err).Msg("Refusing to run: no scratch directory")
-			return exitSandbox
-		}
-	}
 	var ext *externalApp
 	if *external != "" {
 		// Its environment, loopback, proxy and server are set up while the
@@ -105,7 +104,12 @@ func ChildMain() int {
 			return exitAppFailed
 		}
 	}
-	report, err := sandbox.Enter(policy)
+	var report sandbox.Report
+	if spareBox != nil {
+		report, err = spareBox.Enter(policy)
+	} else {
+		report, err = sandbox.Enter(policy)
+	}
 	if err != nil {
 		log.Error().Err(err).Msg("Refusing to run: sandbox could not be applied")
 		return exitSandbox
@@ -123,12 +127,10 @@ func ChildMain() int {
 		app = a
 	}
 
-	// Non-blocking, the channel's reads wait in the netpoller, where a
-	// waiting spoke is idle. A read blocked in the kernel holds the
-	// runtime's processor in a system call, which keeps its monitor thread
-	// (sysmon) waking every 20 µs to 10 ms for up to 10 ms: ~60 wake-ups
-	// each time the spoke waits for the hub, a quarter of a warm spoke's
-	// CPU on a machine where each costs a kernel entry.
+	// Non-blocking, the channel is read through the netpoller: a spoke
+	// waiting for the hub parks its goroutine instead of blocking a thread
+	// in read, which kept the runtime's sysmon polling (every 20 µs to
+	// 10 ms) through each wait.
 	if err := syscall.SetNonblock(iscFD, true); err != nil {
 		log.Error().Err(err).Msg("No usable ISC channel on fd 3")
 		return exitProtocol

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	goruntime "runtime"
 	"sync"
 	"time"
 
@@ -155,7 +156,14 @@ func (m *Manager) spawnSpare() (*child, error) {
 	// launchSpare sets the bounds of the spoke it becomes.
 	policy := m.opts.SparePolicy
 	policy.Cgroup, _ = sandbox.CgroupSupport()
-	c, err := m.spawn(context.Background(), "spare", []string{ChildArg, spareArg}, r, policy)
+	// The spare applies what of its sandbox holds under this policy
+	// before it waits (enterSpare).
+	encoded, err := policy.Encode()
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	c, err := m.spawn(context.Background(), "spare", []string{ChildArg, spareArg, "--policy", encoded}, r, policy)
 	if err != nil {
 		w.Close()
 		return nil, err
@@ -255,7 +263,7 @@ func (m *Manager) refillSpares() {
 }
 
 // launchSpare gives a spare the launch arguments args of a spoke under
-// policy, which must be Prestartable under SparePolicy. The caller calls
+// policy, which a spare can become (sandbox.SpareCanBecome). The caller calls
 // refillSpares once that spoke is ready or has failed, so that starting the
 // next spare does not compete with it for the CPU. It returns nil, and
 // no error, when no spare is there or the spare taken has died: the caller
@@ -269,8 +277,14 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 	if c == nil {
 		return nil, nil
 	}
-	// The scratch is given to the spare's own id.
-	if err := sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid); err != nil {
+	// A scratch the hub keeps is given to the spare's own id; one of
+	// the spare's own is a tmpfs it mounts in its view (its host root is
+	// detached already), so nothing of the host is made or checked for it.
+	err := sandbox.CheckPolicy(policy)
+	if err == nil && !sandbox.OwnScratch(policy) {
+		err = sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid)
+	}
+	if err != nil {
 		c.discard()
 		return nil, err
 	}
@@ -313,4 +327,24 @@ func (m *Manager) closeSpares() {
 			return
 		}
 	}
+}
+
+// enterSpare is a spare's first step: it applies the part of its sandbox
+// that holds under the spare policy (sandbox.EnterSpare), encoded as
+// policyText, before it waits for the launch arguments of the spoke it
+// becomes.
+func enterSpare(policyText string) (*sandbox.Spare, error) {
+	policy, err := sandbox.DecodePolicy(policyText)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandbox.EnterSpare(policy)
+	if err != nil {
+		return nil, err
+	}
+	// What the start-up and EnterSpare allocated is collected now, while
+	// the spare waits, not by a collection the claim's own allocations
+	// would start.
+	goruntime.GC()
+	return sb, nil
 }

@@ -46,76 +46,98 @@ func KeyApp(letter byte) string { return "bench_key_" + string(letter) }
 
 var register sync.Once
 
-// Register adds the benchmark apps to the built-in apps, once.
+// Register adds the benchmark apps to the built-in apps, once. Their specs
+// are made when one of them is first looked up: every spoke process
+// registers them, and only the benchmark's spokes host them.
 func Register() {
 	register.Do(func() {
-		apps.Register(newApp(Typewriter, "bench_typewriter types a text and counts what it typed.", function{
-			name: "type_text", doc: "Types the text.",
-			request:  object(prop("text", `{"type":"string","minLength":1,"maxLength":500}`)),
-			response: object(prop("characters", count), prop("words", count)),
-			run: func(in map[string]any) map[string]any {
-				text := in["text"].(string)
-				return map[string]any{"characters": len([]rune(text)), "words": len(strings.Fields(text))}
-			},
-		}))
-		for i := range len(Keys) {
-			letter := Keys[i]
-			apps.Register(newApp(KeyApp(letter), fmt.Sprintf("%s types the letter %q wherever a text has it.", KeyApp(letter), letter), function{
-				name: "press", doc: fmt.Sprintf("Types every %q of the text.", letter),
-				request:  object(prop("text", `{"type":"string","minLength":1,"maxLength":500}`)),
-				response: object(prop("pressed", count)),
-				run: func(in map[string]any) map[string]any {
-					return map[string]any{"pressed": strings.Count(strings.ToLower(in["text"].(string)), string(letter))}
-				},
-			}))
-		}
-		carrier := fmt.Sprintf(`{"type":"string","enum":%s}`, mustJSON(Carriers))
-		chain := []struct {
-			app, doc, fn string
-			request      string
-			response     []string
-			run          func(map[string]any) map[string]any
-		}{
-			{Chain[0], "bench_people finds a person in the directory.", "find_person",
-				object(prop("name", `{"type":"string","minLength":1,"maxLength":100}`)),
-				[]string{prop("person_id", id), prop("age", `{"type":"integer","minimum":18,"maximum":99}`)},
-				func(in map[string]any) map[string]any {
-					n := digest(in["name"])
-					return map[string]any{"person_id": n % 100000, "age": 18 + n%80}
-				}},
-			{Chain[1], "bench_accounts holds each person's account.", "account_of",
-				object(prop("person_id", id)),
-				[]string{prop("account_id", id), prop("balance", `{"type":"number","minimum":0,"maximum":1000000}`)},
-				func(in map[string]any) map[string]any {
-					n := digest(in["person_id"])
-					return map[string]any{"account_id": n % 100000, "balance": float64(n%100000) / 10}
-				}},
-			{Chain[2], "bench_orders lists an account's orders.", "last_order",
-				object(prop("account_id", id)),
-				[]string{prop("order_id", id), prop("total", `{"type":"number","minimum":0,"maximum":100000}`)},
-				func(in map[string]any) map[string]any {
-					n := digest(in["account_id"])
-					return map[string]any{"order_id": n % 100000, "total": float64(n%50000) / 10}
-				}},
-			{Chain[3], "bench_shipping tracks an order's shipment.", "shipment_of",
-				object(prop("order_id", id)),
-				[]string{prop("carrier", carrier), prop("days", `{"type":"integer","minimum":1,"maximum":30}`)},
-				func(in map[string]any) map[string]any {
-					n := digest(in["order_id"])
-					return map[string]any{"carrier": Carriers[n%uint32(len(Carriers))], "days": 1 + n%30}
-				}},
-			{Chain[4], "bench_carriers rates shipping carriers.", "carrier_rating",
-				object(prop("carrier", carrier)),
-				[]string{prop("rating", `{"type":"number","minimum":0,"maximum":5}`), prop("on_time_percent", `{"type":"integer","minimum":0,"maximum":100}`)},
-				func(in map[string]any) map[string]any {
-					n := digest(in["carrier"])
-					return map[string]any{"rating": float64(n%50) / 10, "on_time_percent": n % 101}
-				}},
-		}
-		for _, c := range chain {
-			apps.Register(newApp(c.app, c.doc, function{name: c.fn, doc: c.doc, request: c.request, response: object(c.response...), run: c.run}))
+		made := sync.OnceValue(makeApps)
+		for _, name := range names() {
+			apps.RegisterLazy(name, func() apps.App { return made()[name] })
 		}
 	})
+}
+
+// names are the benchmark apps' names.
+func names() []string {
+	names := []string{Typewriter}
+	for i := range len(Keys) {
+		names = append(names, KeyApp(Keys[i]))
+	}
+	return append(names, Chain...)
+}
+
+// makeApps makes every benchmark app, by name.
+func makeApps() map[string]apps.App {
+	out := map[string]apps.App{}
+	add := func(a *app) { out[a.spec.Name] = a }
+	add(newApp(Typewriter, "bench_typewriter types a text and counts what it typed.", function{
+		name: "type_text", doc: "Types the text.",
+		request:  object(prop("text", `{"type":"string","minLength":1,"maxLength":500}`)),
+		response: object(prop("characters", count), prop("words", count)),
+		run: func(in map[string]any) map[string]any {
+			text := in["text"].(string)
+			return map[string]any{"characters": len([]rune(text)), "words": len(strings.Fields(text))}
+		},
+	}))
+	for i := range len(Keys) {
+		letter := Keys[i]
+		add(newApp(KeyApp(letter), fmt.Sprintf("%s types the letter %q wherever a text has it.", KeyApp(letter), letter), function{
+			name: "press", doc: fmt.Sprintf("Types every %q of the text.", letter),
+			request:  object(prop("text", `{"type":"string","minLength":1,"maxLength":500}`)),
+			response: object(prop("pressed", count)),
+			run: func(in map[string]any) map[string]any {
+				return map[string]any{"pressed": strings.Count(strings.ToLower(in["text"].(string)), string(letter))}
+			},
+		}))
+	}
+	carrier := fmt.Sprintf(`{"type":"string","enum":%s}`, mustJSON(Carriers))
+	chain := []struct {
+		app, doc, fn string
+		request      string
+		response     []string
+		run          func(map[string]any) map[string]any
+	}{
+		{Chain[0], "bench_people finds a person in the directory.", "find_person",
+			object(prop("name", `{"type":"string","minLength":1,"maxLength":100}`)),
+			[]string{prop("person_id", id), prop("age", `{"type":"integer","minimum":18,"maximum":99}`)},
+			func(in map[string]any) map[string]any {
+				n := digest(in["name"])
+				return map[string]any{"person_id": n % 100000, "age": 18 + n%80}
+			}},
+		{Chain[1], "bench_accounts holds each person's account.", "account_of",
+			object(prop("person_id", id)),
+			[]string{prop("account_id", id), prop("balance", `{"type":"number","minimum":0,"maximum":1000000}`)},
+			func(in map[string]any) map[string]any {
+				n := digest(in["person_id"])
+				return map[string]any{"account_id": n % 100000, "balance": float64(n%100000) / 10}
+			}},
+		{Chain[2], "bench_orders lists an account's orders.", "last_order",
+			object(prop("account_id", id)),
+			[]string{prop("order_id", id), prop("total", `{"type":"number","minimum":0,"maximum":100000}`)},
+			func(in map[string]any) map[string]any {
+				n := digest(in["account_id"])
+				return map[string]any{"order_id": n % 100000, "total": float64(n%50000) / 10}
+			}},
+		{Chain[3], "bench_shipping tracks an order's shipment.", "shipment_of",
+			object(prop("order_id", id)),
+			[]string{prop("carrier", carrier), prop("days", `{"type":"integer","minimum":1,"maximum":30}`)},
+			func(in map[string]any) map[string]any {
+				n := digest(in["order_id"])
+				return map[string]any{"carrier": Carriers[n%uint32(len(Carriers))], "days": 1 + n%30}
+			}},
+		{Chain[4], "bench_carriers rates shipping carriers.", "carrier_rating",
+			object(prop("carrier", carrier)),
+			[]string{prop("rating", `{"type":"number","minimum":0,"maximum":5}`), prop("on_time_percent", `{"type":"integer","minimum":0,"maximum":100}`)},
+			func(in map[string]any) map[string]any {
+				n := digest(in["carrier"])
+				return map[string]any{"rating": float64(n%50) / 10, "on_time_percent": n % 101}
+			}},
+	}
+	for _, c := range chain {
+		add(newApp(c.app, c.doc, function{name: c.fn, doc: c.doc, request: c.request, response: object(c.response...), run: c.run}))
+	}
+	return out
 }
 
 // Schema pieces.

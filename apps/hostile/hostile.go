@@ -261,8 +261,12 @@ func newApp() *app {
 var register sync.Once
 
 // Register adds the hostile app to the built-in registry, once. Only the
-// sandbox check and tests call it, in the hub and in the spoke binary.
-func Register() { register.Do(func() { apps.Register(newApp()) }) }
+// sandbox check and tests call it, in the hub and in the spoke binary. Its
+// spec is made when it is first looked up: every spoke process registers
+// it, and only the sandbox check's spokes host it.
+func Register() {
+	register.Do(func() { apps.RegisterLazy(Name, func() apps.App { return newApp() }) })
+}
 
 func (a *app) Spec() apps.Spec { return a.spec }
 

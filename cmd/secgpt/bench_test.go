@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -72,6 +74,7 @@ func (refuseAll) Data(context.Context, spoke.DataOp) (spoke.DataReply, error) {
 func BenchmarkSpokeStart(b *testing.B) {
 	b.Run("binary", func(b *testing.B) {
 		samples := make([]time.Duration, 0, b.N)
+		var cpu, faults []float64
 		for b.Loop() {
 			cmd := exec.Command(spokeBin, spoke.ChildArg)
 			cmd.Env = []string{}
@@ -80,8 +83,13 @@ func BenchmarkSpokeStart(b *testing.B) {
 				b.Fatal("a spoke without arguments ran")
 			}
 			samples = append(samples, time.Since(start))
+			ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+			cpu = append(cpu, float64(ru.Utime.Nano()+ru.Stime.Nano())/1e6)
+			faults = append(faults, float64(ru.Minflt+ru.Majflt))
 		}
 		reportPercentiles(b, samples)
+		reportMedian(b, cpu, "cpu-ms")
+		reportMedian(b, faults, "faults")
 	})
 	for _, c := range []struct {
 		name   string
@@ -119,8 +127,10 @@ func BenchmarkSpokeStart(b *testing.B) {
 			step := spoke.Step{ID: "s1", Function: "estimate_fare",
 				Args: json.RawMessage(`{"start_point":"Main Street","end_point":"Elm Avenue"}`)}
 			samples := make([]time.Duration, 0, b.N)
-			var rssSamples, pssSamples []float64
+			var rssSamples, pssSamples, cpuSamples, faultSamples, threadSamples []float64
 			var hubTime time.Duration
+			var spawnerCPU0, spawnerFaults0 float64
+			spawnerPID := 0
 			i := 0
 			for b.Loop() {
 				if c.wait {
@@ -152,17 +162,99 @@ func BenchmarkSpokeStart(b *testing.B) {
 				b.StopTimer()
 				rss, pss := restingMemory(b, info.PID)
 				rssSamples, pssSamples = append(rssSamples, rss), append(pssSamples, pss)
+				cpu, faults := processCost(b, info.PID)
+				cpuSamples, faultSamples = append(cpuSamples, cpu), append(faultSamples, faults)
+				threadSamples = append(threadSamples, float64(threads(b, info.PID)))
+				if i == 1 {
+					// The spawner's CPU from here on is its starts
+					// of the spokes after the first.
+					spawnerPID = parentPID(b, info.PID)
+					spawnerCPU0, spawnerFaults0 = processCost(b, spawnerPID)
+				}
 				m.StopUser(k.User)
 				b.StartTimer()
 			}
 			reportPercentiles(b, samples)
 			b.ReportMetric(float64(hubTime)/float64(max(len(samples)-1, 1))/1e6, "hub-cpu-ms/start")
-			slices.Sort(rssSamples)
-			slices.Sort(pssSamples)
-			b.ReportMetric(rssSamples[len(rssSamples)/2], "rss-MiB")
-			b.ReportMetric(pssSamples[len(pssSamples)/2], "pss-MiB")
+			reportMedian(b, rssSamples, "rss-MiB")
+			reportMedian(b, pssSamples, "pss-MiB")
+			if spawnerPID != 0 && len(samples) > 1 {
+				cpu, faults := processCost(b, spawnerPID)
+				b.ReportMetric((cpu-spawnerCPU0)/float64(len(samples)-1), "spawner-cpu-ms/start")
+				b.ReportMetric((faults-spawnerFaults0)/float64(len(samples)-1), "spawner-faults/start")
+			}
+			reportMedian(b, cpuSamples, "spoke-cpu-ms")
+			reportMedian(b, faultSamples, "spoke-faults")
+			reportMedian(b, threadSamples, "spoke-threads")
 		})
 	}
+}
+
+// reportMedian reports the median of samples as unit.
+func reportMedian(b *testing.B, samples []float64, unit string) {
+	b.Helper()
+	slices.Sort(samples)
+	b.ReportMetric(samples[len(samples)/2], unit)
+}
+
+// processCost is the CPU time, in ms, and the page faults of process pid so
+// far, all its threads: for a spoke at rest, what its start and its first
+// step cost it (the spawner's fork of it aside). The CPU time is the sum of
+// its threads' schedstat (nanoseconds; /proc/PID/stat counts 10 ms ticks).
+func processCost(b *testing.B, pid int) (cpuMS, faults float64) {
+	b.Helper()
+	dir := "/proc/" + strconv.Itoa(pid)
+	tasks, err := os.ReadDir(dir + "/task")
+	if err != nil {
+		b.Fatalf("failed to list the threads of spoke %d: %v", pid, err)
+	}
+	for _, t := range tasks {
+		s, err := os.ReadFile(dir + "/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // a thread that ended
+		}
+		var ns, wait, runs int64
+		if _, err := fmt.Sscan(string(s), &ns, &wait, &runs); err != nil {
+			b.Fatalf("failed to read the schedstat of spoke %d: %v", pid, err)
+		}
+		cpuMS += float64(ns) / 1e6
+	}
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		b.Fatalf("failed to read the stat of spoke %d: %v", pid, err)
+	}
+	// Fields after the command's closing parenthesis: state is field 3,
+	// minflt field 10 and majflt field 12.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	minflt, _ := strconv.ParseFloat(f[7], 64)
+	majflt, _ := strconv.ParseFloat(f[9], 64)
+	return cpuMS, minflt + majflt
+}
+
+// threads is how many threads process pid has.
+func threads(b *testing.B, pid int) int {
+	b.Helper()
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		b.Fatalf("failed to list the threads of %d: %v", pid, err)
+	}
+	return len(tasks)
+}
+
+// parentPID is the parent of process pid.
+func parentPID(b *testing.B, pid int) int {
+	b.Helper()
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatalf("failed to read the stat of %d: %v", pid, err)
+	}
+	// After the command: state (field 3), then ppid (field 4).
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		b.Fatalf("failed to read the parent of %d: %v", pid, err)
+	}
+	return ppid
 }
 
 // restingMemory is the resident and proportional set size, in MiB, of the

@@ -17,8 +17,9 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/spoke"
@@ -93,13 +94,17 @@ func (Faulty) Spec() apps.Spec {
 
 func text(s string) (json.RawMessage, error) { return json.Marshal(map[string]string{"text": s}) }
 
-// iscFile is the raw channel, opened once: a second *os.File for fd 3 that
-// was garbage-collected would close the spoke runtime's channel under it.
-// It is blocking, whatever mode the runtime left it in: the runtime's own
-// *os.File has it in the netpoller, so a second one could not wait there.
+// iscFile is the raw channel, opened once, on a duplicate of fd 3: a
+// second *os.File for fd 3 that was garbage-collected would close the spoke
+// runtime's channel under it, and fd 3, non-blocking and already in the
+// runtime's netpoller, could not join it a second time (its writes would
+// fail with EAGAIN instead of waiting as the hostile app means them to).
 var iscFile = sync.OnceValue(func() *os.File {
-	_ = syscall.SetNonblock(3, false)
-	return os.NewFile(3, "isc")
+	fd, err := unix.FcntlInt(3, unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		panic(fmt.Sprintf("faulty: failed to duplicate the channel: %v", err))
+	}
+	return os.NewFile(uintptr(fd), "isc")
 })
 
 func (Faulty) Call(ctx context.Context, _ apps.Env, function string, args json.RawMessage) (json.RawMessage, error) {
