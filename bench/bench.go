@@ -65,6 +65,11 @@ type Options struct {
 	// Users are the sweep's numbers of users arriving at once; none skips
 	// the sweep.
 	Users []int
+	// SweepOnly skips the queries' table: only the sweep runs.
+	SweepOnly bool
+	// AroundWarm, if set, is called as each of the sweep's warm waves
+	// starts, and what it returns as the wave ends (to profile them).
+	AroundWarm func() (end func())
 	// Progress, if set, gets a line per query and per sweep level.
 	Progress io.Writer
 	Log      zerolog.Logger
@@ -104,8 +109,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		Started: time.Now().UTC().Format(time.RFC3339), Machine: measureMachine(),
 	}}
 	start := time.Now()
-	if report.Queries, err = r.runQueries(ctx, queries); err != nil {
-		return nil, err
+	if !opts.SweepOnly {
+		if report.Queries, err = r.runQueries(ctx, queries); err != nil {
+			return nil, err
+		}
 	}
 	report.summarize()
 	if len(opts.Users) > 0 {

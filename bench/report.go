@@ -197,6 +197,33 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "secgpt bench: %d queries, %d apps installed, simulated model latency %.0f ms, %d CPUs, %.0f s\n\n",
 		len(r.Queries), r.Settings.Apps, r.Settings.LatencyMS, r.Settings.CPUs, r.Settings.DurationS)
 	fmt.Fprintf(w, "This machine: %s.\n\n", r.Settings.Machine)
+	if len(r.Queries) > 0 {
+		r.printQueries(w)
+	}
+	if len(r.Sweep) > 0 {
+		fmt.Fprintln(w, "\nUsers arriving at once, one single-app query each (isolated; cold, then the same users again, warm):")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "users\t\tp50 ms\tp95 ms\tp95/single\tqueries/s\tCPU ms/query\tspokes' CPU ms/query\tfaults/query hub+spokes\tswitches/query hub+spokes\tprocesses\tRSS MiB\tPSS MiB\thub RSS MiB\terrors\t")
+		for _, l := range r.Sweep {
+			for _, b := range []struct {
+				name string
+				b    Burst
+			}{{"cold", l.Cold}, {"warm", l.Warm}} {
+				fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.0f+%.0f\t%.0f+%.0f\t%d\t%.0f\t%.0f\t%.0f\t%d\t\n", l.Users, b.name,
+					b.b.P50MS, b.b.P95MS, b.b.VsSingle, b.b.Throughput, b.b.CPUMSPerQuery, b.b.SpokeCPUMSPerQuery,
+					b.b.FaultsPerQuery, b.b.SpokeFaultsPerQuery, b.b.SwitchesPerQuery, b.b.SpokeSwitchesPerQuery, b.b.Processes, b.b.SpokeRSS, b.b.SpokePSS, b.b.HubRSS, b.b.Errors)
+			}
+		}
+		tw.Flush()
+	}
+	if len(r.Failures) > 0 {
+		fmt.Fprintf(w, "\n%d runs FAILED:\n  %s\n", len(r.Failures), strings.Join(r.Failures, "\n  "))
+	}
+}
+
+// printQueries writes the queries' tables: isolated against vanilla,
+// cold and warm.
+func (r *Report) printQueries(w io.Writer) {
 	for _, phase := range []struct {
 		name  string
 		stats func(Summary) Stats
@@ -213,24 +240,6 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, "The paper (GPT-4, 103 queries, cold) had mean overheads of "+paperSummary()+"; overall p75 ≈ 0.3, p95 1.80, 75.7 % under 0.3x.")
-	if len(r.Sweep) > 0 {
-		fmt.Fprintln(w, "\nUsers arriving at once, one single-app query each (isolated; cold, then the same users again, warm):")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "users\t\tp50 ms\tp95 ms\tp95/single\tqueries/s\tCPU ms/query\tspokes' CPU ms/query\tprocesses\tRSS MiB\tPSS MiB\thub RSS MiB\terrors\t")
-		for _, l := range r.Sweep {
-			for _, b := range []struct {
-				name string
-				b    Burst
-			}{{"cold", l.Cold}, {"warm", l.Warm}} {
-				fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%d\t%.0f\t%.0f\t%.0f\t%d\t\n", l.Users, b.name,
-					b.b.P50MS, b.b.P95MS, b.b.VsSingle, b.b.Throughput, b.b.CPUMSPerQuery, b.b.SpokeCPUMSPerQuery, b.b.Processes, b.b.SpokeRSS, b.b.SpokePSS, b.b.HubRSS, b.b.Errors)
-			}
-		}
-		tw.Flush()
-	}
-	if len(r.Failures) > 0 {
-		fmt.Fprintf(w, "\n%d runs FAILED:\n  %s\n", len(r.Failures), strings.Join(r.Failures, "\n  "))
-	}
 }
 
 func paperSummary() string {

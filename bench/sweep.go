@@ -43,6 +43,14 @@ type Burst struct {
 	// spokes, their servers, spares) spent during the wave, per query: of
 	// those still running after it, at the kernel's clock-tick grain.
 	SpokeCPUMSPerQuery float64 `json:"spoke_cpu_ms_per_query"`
+	// Kernel entries, where a machine whose faults and switches are dear
+	// (a nested VM) spends its time: this process's and its descendants'
+	// page faults and context switches during the wave, per query (the
+	// descendants' as for SpokeCPUMSPerQuery).
+	FaultsPerQuery        float64 `json:"faults_per_query"`
+	SwitchesPerQuery      float64 `json:"switches_per_query"`
+	SpokeFaultsPerQuery   float64 `json:"spoke_faults_per_query"`
+	SpokeSwitchesPerQuery float64 `json:"spoke_switches_per_query"`
 	// Processes are this process's descendants after the wave (the
 	// spoke spawner, spokes and spares), with their resident and
 	// proportional memory summed, and this process's own.
@@ -101,16 +109,22 @@ func (r *runner) level(ctx context.Context, n int) (Level, error) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	l := Level{Users: n}
-	for _, b := range []*Burst{&l.Cold, &l.Warm} {
-		if *b, err = burst(ctx, sys.Hub, n); err != nil {
-			return Level{}, err
-		}
+	if l.Cold, err = burst(ctx, sys.Hub, n, nil); err != nil {
+		return Level{}, err
+	}
+	// The users come back once the system is at rest again: the cold
+	// wave's spares have started (or been stopped), so the warm wave
+	// measures warm queries, not the cold one's aftermath.
+	quiesce(ctx)
+	if l.Warm, err = burst(ctx, sys.Hub, n, r.opts.AroundWarm); err != nil {
+		return Level{}, err
 	}
 	return l, nil
 }
 
-// burst sends n users' queries at once and measures the wave.
-func burst(ctx context.Context, h *hub.Hub, n int) (Burst, error) {
+// burst sends n users' queries at once and measures the wave; around, if
+// set, is called as it starts and what it returns as it ends.
+func burst(ctx context.Context, h *hub.Hub, n int, around func() func()) (Burst, error) {
 	times := make([]float64, n)
 	errs := make([]error, n)
 	var ready, done sync.WaitGroup
@@ -128,27 +142,38 @@ func burst(ctx context.Context, h *hub.Hub, n int) (Burst, error) {
 		}()
 	}
 	ready.Wait()
-	spokes0 := descendantsCPU()
-	cpu0, err := cpuTime()
+	spokes0 := descendantsUsage()
+	self0, err := selfUsage()
 	if err != nil {
 		return Burst{}, err
+	}
+	end := func() {}
+	if around != nil {
+		end = around()
 	}
 	start := time.Now()
 	close(startGun)
 	done.Wait()
 	wall := time.Since(start)
-	cpu1, err := cpuTime()
+	end()
+	self1, err := selfUsage()
 	if err != nil {
 		return Burst{}, err
 	}
+	perQuery := func(v int64) float64 { return float64(v) / float64(n) }
 	b := Burst{
 		P50MS: percentile(times, nil, 0.50), P95MS: percentile(times, nil, 0.95), MaxMS: slices.Max(times),
-		Throughput: float64(n) / wall.Seconds(),
-		CPUMS:      float64(cpu1-cpu0) / float64(time.Millisecond),
+		Throughput:       float64(n) / wall.Seconds(),
+		CPUMS:            float64(self1.cpu-self0.cpu) / float64(time.Millisecond),
+		FaultsPerQuery:   perQuery(self1.faults - self0.faults),
+		SwitchesPerQuery: perQuery(self1.switches - self0.switches),
 	}
 	b.CPUMSPerQuery = b.CPUMS / float64(n)
-	for pid, t := range descendantsCPU() {
-		b.SpokeCPUMSPerQuery += float64(t-spokes0[pid]) / float64(time.Millisecond) / float64(n)
+	for pid, u := range descendantsUsage() {
+		u0 := spokes0[pid]
+		b.SpokeCPUMSPerQuery += float64(u.cpu-u0.cpu) / float64(time.Millisecond) / float64(n)
+		b.SpokeFaultsPerQuery += perQuery(u.faults - u0.faults)
+		b.SpokeSwitchesPerQuery += perQuery(u.switches - u0.switches)
 	}
 	for _, err := range errs {
 		if err != nil {
@@ -169,24 +194,54 @@ func burst(ctx context.Context, h *hub.Hub, n int) (Burst, error) {
 	return b, ctx.Err()
 }
 
-// cpuTime is this process's user and system CPU time so far.
-func cpuTime() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, fmt.Errorf("failed to read CPU time: %w", err)
+// quiesce waits, up to 5 s, until this process's descendants (the spoke
+// spawner, spokes, spares) spend no CPU time for a while: at most one
+// clock tick in 200 ms.
+func quiesce(ctx context.Context) {
+	total := func() time.Duration {
+		var t time.Duration
+		for _, u := range descendantsUsage() {
+			t += u.cpu
+		}
+		return t
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+	last := total()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(200 * time.Millisecond)
+		now := total()
+		if now-last <= clockTick {
+			return
+		}
+		last = now
+	}
 }
 
-// descendantsCPU is the user and system CPU time of each process below
-// this one, by PID.
-func descendantsCPU() map[int]time.Duration {
-	out := map[int]time.Duration{}
-	for todo := childrenOf("self"); len(todo) > 0; {
-		pid := todo[0]
-		todo = append(todo[1:], childrenOf(strconv.Itoa(pid))...)
-		if t, ok := processCPU(pid); ok {
-			out[pid] = t
+// usage is what a process has cost so far: CPU time (user and system),
+// page faults (minor and major) and context switches (voluntary and not).
+type usage struct {
+	cpu              time.Duration
+	faults, switches int64
+}
+
+// selfUsage is this process's usage.
+func selfUsage() (usage, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return usage{}, fmt.Errorf("failed to read CPU time: %w", err)
+	}
+	return usage{
+		cpu:      time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		faults:   ru.Minflt + ru.Majflt,
+		switches: ru.Nvcsw + ru.Nivcsw,
+	}, nil
+}
+
+// descendantsUsage is the usage of each process below this one, by PID.
+func descendantsUsage() map[int]usage {
+	out := map[int]usage{}
+	for _, pid := range children() {
+		if u, ok := processUsage(pid); ok {
+			out[pid] = u
 		}
 	}
 	return out
@@ -195,25 +250,47 @@ func descendantsCPU() map[int]time.Duration {
 // clockTick is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux).
 const clockTick = 10 * time.Millisecond
 
-// processCPU reads a process's user and system time from /proc/PID/stat.
-func processCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// processUsage reads a process's usage: CPU time and faults from
+// /proc/PID/stat, context switches summed over its threads'
+// /proc/PID/task/TID/status.
+func processUsage(pid int) (usage, bool) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	b, err := os.ReadFile(dir + "/stat")
 	if err != nil {
-		return 0, false
+		return usage{}, false
 	}
-	// pid (comm) state ppid ...: utime and stime are the 12th and 13th
-	// fields after the command, which may hold spaces.
+	// pid (comm) state ppid ...: minflt, majflt, utime and stime are the
+	// 8th, 10th, 12th and 13th fields after the command, which may hold
+	// spaces.
 	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return usage{}, false
+	}
 	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
-		return 0, false
+	if len(f) < 13 {
+		return usage{}, false
 	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
+	var v [4]int64
+	for k, field := range []int{7, 9, 11, 12} {
+		if v[k], err = strconv.ParseInt(f[field], 10, 64); err != nil {
+			return usage{}, false
+		}
 	}
-	return time.Duration(utime+stime) * clockTick, true
+	u := usage{cpu: time.Duration(v[2]+v[3]) * clockTick, faults: v[0] + v[1]}
+	tasks, _ := filepath.Glob(dir + "/task/*/status")
+	for _, t := range tasks {
+		st, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(st), "\n") {
+			if name, n, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(name, "ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
+				u.switches += c
+			}
+		}
+	}
+	return u, true
 }
 
 // children are this process's descendants: the spoke spawner, the spokes

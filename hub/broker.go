@@ -87,7 +87,8 @@ func (b *broker) Complete(ctx context.Context, req spoke.LLMRequest) (spoke.LLMR
 	var resp llm.Response
 	err := b.h.complete(ctx, b.q, b.app, lreq, func(ctx context.Context) error {
 		var err error
-		resp, err = b.h.llm.Complete(ctx, lreq)
+		// The endpoint's time is not the spoke's drain on the hub.
+		spoke.Waiting(ctx, func() { resp, err = b.h.llm.Complete(ctx, lreq) })
 		return err
 	})
 	if be, ok := errOverBudget(err); ok {

@@ -3,7 +3,6 @@
 package sandbox_test
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,21 +120,31 @@ func BenchmarkSpawnToReady(b *testing.B) {
 }
 
 // BenchmarkEnter measures Enter itself inside the child, without and with
-// namespaces; with them, view-ms is the part of it that built the spoke's
-// mount view (as the report says).
+// namespaces, and what a spare has left to do once claimed (Spare.Enter);
+// with namespaces, view-ms is the part of it that built the spoke's mount
+// view (as the report says; for a spare, once claimed).
 func BenchmarkEnter(b *testing.B) {
 	caps := sbxtest.RequireFull(b)
 	dir := sbxtest.Dir(b)
 	builtIn := regexp.MustCompile(`built in (\d+)µs`)
-	for _, ns := range []bool{false, true} {
-		b.Run(fmt.Sprintf("namespaces=%v", ns), func(b *testing.B) {
-			if ns && !caps.MountView {
+	for _, c := range []struct {
+		name      string
+		ns, spare bool
+	}{
+		{"namespaces=false", false, false},
+		{"namespaces=true", true, false},
+		// What is left once a spare is claimed (sandbox.EnterSpare ran
+		// before).
+		{"spare", true, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if c.ns && !caps.MountView {
 				b.Skipf("no mount view here: %s", caps.MountViewDetail)
 			}
 			samples := make([]time.Duration, 0, b.N)
 			var views []time.Duration
 			for b.Loop() {
-				out := sbxtest.Run(b, sbxtest.Child{Policy: benchPolicy(dir, ns), Attempt: "enter_time"})
+				out := sbxtest.Run(b, sbxtest.Child{Policy: benchPolicy(dir, c.ns), Attempt: "enter_time", Spare: c.spare})
 				if out.EnterError != "" || out.ExitCode != 0 {
 					b.Fatalf("child: exit %d, %s", out.ExitCode, out.EnterError)
 				}

@@ -348,6 +348,10 @@ type Cgroup struct {
 	dirs map[string]string
 	// Memory and Tasks are the bounds it enforces.
 	Memory, Tasks uint64
+	// bounds are the limits whose bounds it was last set to (all of
+	// them: writes of Update), and set whether there are any.
+	bounds Limits
+	set    bool
 }
 
 // NewCgroup creates a cgroup bounded by l (l must have its defaults). The
@@ -404,21 +408,30 @@ func OpenCgroup(dirs []string, l Limits) (*Cgroup, error) {
 			return nil, fmt.Errorf("cgroup %v is not one of this machine's layout", dirs)
 		}
 	}
-	c := &Cgroup{layout: layout, dirs: map[string]string{}, Memory: l.Memory, Tasks: l.Tasks}
+	// NewCgroup set these bounds.
+	c := &Cgroup{layout: layout, dirs: map[string]string{}, Memory: l.Memory, Tasks: l.Tasks, bounds: l, set: true}
 	for ctl, parent := range layout.parents {
 		c.dirs[ctl] = filepath.Join(parent, filepath.Base(dirs[0]))
 	}
 	return c, nil
 }
 
-// Update sets the cgroup's bounds to l's memory, swap, tasks and CPU.
+// Update sets the cgroup's bounds to l's memory, swap, tasks and CPU. It
+// writes nothing when they are already l's (a spare's cgroup, made for the
+// spare policy's limits, which a built-in app's spoke shares): the hub's
+// work per claim is then none.
 func (c *Cgroup) Update(l Limits) error {
+	if c.set && c.bounds == l {
+		return nil
+	}
+	c.set = false
 	c.Memory, c.Tasks = l.Memory, l.Tasks
 	for _, w := range c.layout.writes(l) {
 		if err := c.write(w[0], w[1]); err != nil {
 			return err
 		}
 	}
+	c.bounds, c.set = l, true
 	return nil
 }
 

@@ -224,6 +224,19 @@ func TestOpenCgroup(t *testing.T) {
 	if opened.Memory != l.Memory || opened.OOMKills() != 0 {
 		t.Fatalf("opened %+v, want memory %d and no OOM kill", opened, l.Memory)
 	}
+	// Its bounds are l's already: updating to l writes nothing (the
+	// hub's claim of a spare whose limits are its spoke's), which a
+	// value set behind its back shows.
+	pidsMax := cg.dirOf("pids.max") + "/pids.max"
+	if err := os.WriteFile(pidsMax, []byte("35"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := opened.Update(l); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(pidsMax); err != nil || strings.TrimSpace(string(b)) != "35" {
+		t.Fatalf("pids.max = %q (%v) after an update to the bounds it had, want nothing written", b, err)
+	}
 	if err := opened.Update(Limits{Memory: 64 << 20, Tasks: 30, CPUWeight: 100, CPUPercent: 100}); err != nil {
 		t.Fatal(err)
 	}

@@ -35,40 +35,60 @@ func TestScratchBounded(t *testing.T) {
 		{"bytes", 256 << 10, "bytes", 4 << 20, 64, true},
 		{"files", 1, "files", 64, 64, false},
 	}
+	// A claimed spare mounts its scratch in place in its view (its host
+	// root is detached): the same bounds, the same count of files.
+	filesBy := map[bool]int{}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := strictPolicy(t)
-			p.Namespaces = true
-			p.Limits.DiskBytes, p.Limits.DiskFiles = 4<<20, 64
-			out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "fill", Args: []string{p.Scratch, fmt.Sprint(tt.chunk)}})
-			if out.EnterError != "" {
-				t.Fatalf("Enter failed: %s", out.EnterError)
-			}
-			if !strings.Contains(out.Error, "no space left on device") {
-				t.Fatalf("fill ended with %q (exit %d), want ENOSPC\nstderr: %s", out.Error, out.ExitCode, out.Stderr)
-			}
-			var bytes, files int
-			if _, err := fmt.Sscan(out.Detail, &bytes, &files); err != nil {
-				t.Fatalf("detail %q: %v", out.Detail, err)
-			}
-			if bytes > tt.atMostB || files > tt.atMostF {
-				t.Errorf("wrote %d bytes in %d files, want at most %d bytes and %d files", bytes, files, tt.atMostB, tt.atMostF)
-			}
-			if _, err := os.Stat(p.Scratch); !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("the hub's disk has the spoke's scratch (%v), want nothing: the spoke's writes stay in its own tmpfs", err)
-			}
-			var disk string
-			for _, pr := range out.Report.Protections {
-				if pr.Name == "disk" && pr.On {
-					disk = pr.Detail
+		for _, spare := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/spare=%v", tt.name, spare), func(t *testing.T) {
+				files := fill(t, tt.chunk, tt.atMostB, tt.atMostF, spare)
+				if !tt.bytesGate {
+					filesBy[spare] = files
 				}
-			}
-			if !strings.Contains(disk, "at most 4194304 bytes and 64 files") {
-				t.Errorf("report's disk entry %q, want the bound named", disk)
-			}
-			t.Logf("refused after %d bytes in %d files: %s (%s)", bytes, files, out.Error, disk)
-		})
+			})
+		}
 	}
+	if filesBy[false] != filesBy[true] {
+		t.Errorf("a spoke started directly made %d files, a claimed spare %d", filesBy[false], filesBy[true])
+	}
+}
+
+// fill fills a strict spoke's own scratch of 4 MiB and 64 files in chunks
+// until it is refused, checks the refusal and the bound, and returns how
+// many files it made.
+func fill(t *testing.T, chunk, atMostB, atMostF int, spare bool) int {
+	t.Helper()
+	p := strictPolicy(t)
+	p.Namespaces = true
+	p.Limits.DiskBytes, p.Limits.DiskFiles = 4<<20, 64
+	out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "fill", Args: []string{p.Scratch, fmt.Sprint(chunk)}, Spare: spare})
+	if out.EnterError != "" {
+		t.Fatalf("Enter failed: %s", out.EnterError)
+	}
+	if !strings.Contains(out.Error, "no space left on device") {
+		t.Fatalf("fill ended with %q (exit %d), want ENOSPC\nstderr: %s", out.Error, out.ExitCode, out.Stderr)
+	}
+	var bytes, files int
+	if _, err := fmt.Sscan(out.Detail, &bytes, &files); err != nil {
+		t.Fatalf("detail %q: %v", out.Detail, err)
+	}
+	if bytes > atMostB || files > atMostF {
+		t.Errorf("wrote %d bytes in %d files, want at most %d bytes and %d files", bytes, files, atMostB, atMostF)
+	}
+	if _, err := os.Stat(p.Scratch); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the hub's disk has the spoke's scratch (%v), want nothing: the spoke's writes stay in its own tmpfs", err)
+	}
+	var disk string
+	for _, pr := range out.Report.Protections {
+		if pr.Name == "disk" && pr.On {
+			disk = pr.Detail
+		}
+	}
+	if !strings.Contains(disk, "at most 4194304 bytes and 64 files") {
+		t.Errorf("report's disk entry %q, want the bound named", disk)
+	}
+	t.Logf("refused after %d bytes in %d files: %s (%s)", bytes, files, out.Error, disk)
+	return files
 }
 
 // TestScratchLimitsValidated: a policy may not ask for less scratch than

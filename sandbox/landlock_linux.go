@@ -72,17 +72,15 @@ type landlockPaths struct {
 	SendUDP []uint16
 }
 
-// landlockRules computes the paths of policy p. It reads /proc/self/maps
-// and ExecPath, so it must run before Landlock is applied.
-func landlockRules(p Policy) (landlockPaths, error) {
+// landlockRules computes the paths of policy p, mapped being the files the
+// process maps (mappedFiles). Paths are looked up under host, where the
+// host's root is ("" before the view, hostMount in its skeleton), so it
+// must run before Landlock is applied and before the view is finished.
+func landlockRules(p Policy, mapped []string, host string) (landlockPaths, error) {
 	var lp landlockPaths
-	mapped, err := mappedFiles()
-	if err != nil {
-		return lp, err
-	}
-	lp.ReadFiles = mapped
+	lp.ReadFiles = slices.Clone(mapped)
 	for _, path := range p.ReadOnly {
-		st, err := os.Stat(path)
+		st, err := os.Stat(host + path)
 		if err != nil {
 			return lp, fmt.Errorf("failed to stat read-only path: %w", err)
 		}
@@ -93,7 +91,7 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		}
 	}
 	for _, path := range p.ReadWrite {
-		st, err := os.Stat(path)
+		st, err := os.Stat(host + path)
 		if err != nil {
 			return lp, fmt.Errorf("failed to stat read-write path: %w", err)
 		}
@@ -104,7 +102,7 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		}
 	}
 	if p.Scratch != "" {
-		st, err := os.Lstat(p.Scratch)
+		st, err := os.Lstat(host + p.Scratch)
 		if err != nil {
 			return lp, fmt.Errorf("failed to stat scratch: %w", err)
 		}
@@ -118,7 +116,7 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		lp.SendUDP = []uint16{ResolverPort}
 	}
 	if p.Profile.executes() {
-		interp, err := elfInterpreter(p.ExecPath)
+		interp, err := elfInterpreter(host, p.ExecPath)
 		if err != nil {
 			return lp, err
 		}
@@ -128,7 +126,7 @@ func landlockRules(p Policy) (landlockPaths, error) {
 		}
 		for _, sp := range systemPaths {
 			path := sp.path
-			st, err := os.Stat(path)
+			st, err := os.Stat(host + path)
 			switch {
 			case errors.Is(err, os.ErrNotExist):
 				continue
@@ -169,12 +167,12 @@ func mappedFiles() ([]string, error) {
 	return files, nil
 }
 
-// elfInterpreter returns the ELF interpreter (PT_INTERP) of path, "" for a
-// static executable. The kernel opens the interpreter for execution, so it
+// elfInterpreter returns the ELF interpreter (PT_INTERP) of path, read
+// under host (see landlockRules), "" for a static executable. The kernel opens the interpreter for execution, so it
 // needs EXECUTE too. Scripts are refused: their interpreter would need
 // EXECUTE and could run anything.
-func elfInterpreter(path string) (string, error) {
-	f, err := elf.Open(path)
+func elfInterpreter(host, path string) (string, error) {
+	f, err := elf.Open(host + path)
 	if err != nil {
 		return "", fmt.Errorf("%w: exec_path %s is not an ELF executable (declare the interpreter of a script instead): %w", ErrInvalidPolicy, path, err)
 	}
@@ -228,10 +226,126 @@ func applyLandlock(lp landlockPaths) (string, error) {
 		return "", fmt.Errorf("failed to apply landlock: %w", err)
 	}
 	abi, _ := landlockSupport()
+	return landlockDetail(abi, lp), nil
+}
+
+// landlockDetail describes the domain of lp for the report.
+func landlockDetail(abi int, lp landlockPaths) string {
 	detail := fmt.Sprintf("ABI %d; %d read-only files, %d read-only dirs, %d executable, scratch %q, %d more read-write",
 		abi, len(lp.ReadFiles), len(lp.ReadDirs), len(lp.Exec), lp.Scratch, len(lp.WriteDirs)+len(lp.WriteFiles))
 	if len(lp.ConnectTCP) > 0 {
 		detail += fmt.Sprintf(", TCP connect to ports %v only, UDP to %v only", lp.ConnectTCP, lp.SendUDP)
 	}
-	return detail, nil
+	return detail
+}
+
+// landlockRuleset is a Landlock ruleset made ahead of its policy, by a
+// spare before its claim, holding what applyLandlock's would hold for every
+// policy a spare may become (SpareCanBecome): the files the process maps,
+// read-only, and its threads' list, which libpsx reads after each
+// enforcement (go-landlock's workaround for its issue 39). At the claim
+// only the scratch's rule is added, and every thread restricted in one
+// psx round: they still hold CAP_SYS_ADMIN over their own namespaces, which
+// landlock_restrict_self takes in place of no_new_privs, so no round sets
+// that first (Enter drops the capability, then sets no_new_privs, next).
+// The access rights are go-landlock's V11 best effort on this kernel's
+// ABI, as applyLandlock's.
+type landlockRuleset struct {
+	fd, abi   int
+	handledFS uint64
+	mapped    []string
+}
+
+// handledLandlock are the access rights and scopes a ruleset handles on
+// Landlock ABI abi: those of go-landlock's V11 the kernel knows (ABI 2
+// added REFER, 3 TRUNCATE, 4 TCP, 5 IOCTL_DEV, 6 the scopes, 9 RESOLVE_UNIX,
+// 10 UDP).
+func handledLandlock(abi int) (fs, net, scoped uint64) {
+	switch {
+	case abi >= 9:
+		fs = 1<<17 - 1
+	case abi >= 5:
+		fs = 1<<16 - 1
+	case abi >= 3:
+		fs = 1<<15 - 1
+	case abi == 2:
+		fs = 1<<14 - 1
+	default:
+		fs = 1<<13 - 1
+	}
+	switch {
+	case abi >= 10:
+		net = 1<<4 - 1
+	case abi >= 4:
+		net = 1<<2 - 1
+	}
+	if abi >= 6 {
+		scoped = ll.ScopeAbstractUnixSocket | ll.ScopeSignal
+	}
+	return fs, net, scoped
+}
+
+// prepareLandlock makes the ruleset of a spare whose files mapped are in
+// its view. It returns nil, and applyLandlock serves the claim, on a
+// kernel whose Landlock restricts every thread in one call (ABI 8,
+// TSYNC), as go-landlock does there.
+func prepareLandlock(abi int, mapped []string) (*landlockRuleset, error) {
+	if abi < 1 || abi >= 8 {
+		return nil, nil
+	}
+	fs, net, scoped := handledLandlock(abi)
+	attr := ll.RulesetAttr{HandledAccessFS: fs, HandledAccessNet: net, Scoped: scoped}
+	fd, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the landlock ruleset: %w", err)
+	}
+	r := &landlockRuleset{fd: fd, abi: abi, handledFS: fs, mapped: mapped}
+	for _, path := range mapped {
+		if err := r.add(path, uint64(readFile)); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+	}
+	if err := r.add(fmt.Sprintf("/proc/%d/task", os.Getpid()), ll.AccessFSReadDir); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return r, nil
+}
+
+// add grants access, within what the ruleset handles, beneath path.
+func (r *landlockRuleset) add(path string, access uint64) error {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("failed to open %s for landlock: %w", path, err)
+	}
+	defer unix.Close(fd)
+	attr := ll.PathBeneathAttr{ParentFd: fd, AllowedAccess: access & r.handledFS}
+	if err := ll.LandlockAddPathBeneathRule(r.fd, &attr, 0); err != nil {
+		return fmt.Errorf("failed to add the landlock rule for %s: %w", path, err)
+	}
+	return nil
+}
+
+// restrict adds lp's scratch to the ruleset and restricts every thread of
+// the process to it; the ruleset is closed after. lp may hold nothing else
+// but the mapped files, as a spare's policy does not.
+func (r *landlockRuleset) restrict(lp landlockPaths) (string, error) {
+	defer unix.Close(r.fd)
+	if !slices.Equal(lp.ReadFiles, r.mapped) || len(lp.ReadDirs)+len(lp.Exec)+len(lp.WriteDirs)+len(lp.WriteFiles)+len(lp.ConnectTCP)+len(lp.SendUDP) > 0 {
+		return "", fmt.Errorf("%w: the policy's paths do not fit a spare's landlock ruleset", ErrInvalidPolicy)
+	}
+	if lp.Scratch != "" {
+		writable := uint64(scratchDir)
+		if r.abi >= 2 {
+			writable |= ll.AccessFSRefer // see applyLandlock
+		}
+		if err := r.add(lp.Scratch, writable); err != nil {
+			return "", err
+		}
+	}
+	if err := ll.AllThreadsLandlockRestrictSelf(r.fd, 0); err != nil {
+		return "", fmt.Errorf("failed to apply landlock: %w", err)
+	}
+	return landlockDetail(r.abi, lp), nil
 }

@@ -129,8 +129,8 @@ func DropCapabilities() error {
 func dropCapabilities() (bool, error) { return clearCapabilities(^uint64(0)) }
 
 // clearCapabilities removes the capabilities in mask (bit n for capability
-// n) from the ambient, permitted, effective and inheritable sets of every
-// thread, if the calling thread holds any of them. It reports whether there
+// n) from the permitted, effective and inheritable sets, and so from the
+// ambient one, of every thread, if the calling thread holds any of them. It reports whether there
 // was anything to remove.
 func clearCapabilities(mask uint64) (bool, error) {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
@@ -148,20 +148,10 @@ func clearCapabilities(mask uint64) (bool, error) {
 	if held() == 0 {
 		return false, nil
 	}
-	if mask == ^uint64(0) {
-		if _, _, errno := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0, 0); errno != 0 {
-			return false, fmt.Errorf("failed to clear ambient capabilities: %w", errno)
-		}
-	} else {
-		for c := range uint64(64) {
-			if mask&(1<<c) == 0 || held()&(1<<c) == 0 {
-				continue
-			}
-			if _, _, errno := psx.Syscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_LOWER, uintptr(c), 0, 0, 0); errno != 0 {
-				return false, fmt.Errorf("failed to lower ambient capability %d: %w", c, errno)
-			}
-		}
-	}
+	// One capset on every thread (psx signals each: a round costs about
+	// as much as the thread count). The ambient set needs no call of its
+	// own: the kernel keeps it within permitted and inheritable, and lowers
+	// it with them (cap_capset).
 	// On the heap, which does not move, and kept alive across the call:
 	// psx takes the addresses as plain integers.
 	setHdr := &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}

@@ -97,6 +97,7 @@ func TestStrictProfile(t *testing.T) {
 	stream := listenUnix(t, "unix", filepath.Join(open, "hub.sock"))
 	dgram := listenUnix(t, "unixgram", filepath.Join(open, "dgram.sock"))
 	ppid := strconv.Itoa(os.Getpid())
+	view := sandbox.Probe().MountView
 
 	// control marks the cases that must succeed without the sandbox, to
 	// show that the denial comes from the sandbox.
@@ -145,6 +146,19 @@ func TestStrictProfile(t *testing.T) {
 			}
 			out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: tt.attempt, Args: args})
 			tt.want.check(t, out)
+			if view {
+				// The same from a spare, which applied the part of
+				// its sandbox that holds for every strict policy
+				// before it was told p (its view's skeleton, its
+				// filter compiled ahead).
+				// Its view hides what Landlock would refuse, or
+				// holds it read-only.
+				p.Namespaces = true
+				out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: tt.attempt, Args: args, Spare: true})
+				if tt.want.errno != "EACCES" || out.Errno != "ENOENT" && out.Errno != "EROFS" {
+					tt.want.check(t, out)
+				}
+			}
 			if tt.control {
 				out := sbxtest.Run(t, sbxtest.Child{Attempt: tt.attempt, Args: args, Unsandboxed: true})
 				if out.ExitCode != 0 || out.Error != "" {
@@ -266,6 +280,54 @@ func TestReportAllOn(t *testing.T) {
 			t.Errorf("protection %d = %+v, want %s on", i, pr, want[i])
 		}
 		t.Logf("%s", pr.Name+": "+pr.Detail)
+	}
+}
+
+// TestSpareReportsAsDirect checks that a spoke made from a spare reports
+// the same protections, on and off alike, as one started under its policy,
+// and that a spare refuses a policy it was not prepared for.
+func TestSpareReportsAsDirect(t *testing.T) {
+	requireView(t)
+	p := strictPolicy(t)
+	p.Namespaces = true
+	direct := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "ready"})
+	expect{allowed: true}.check(t, direct)
+	spare := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "ready", Spare: true})
+	expect{allowed: true}.check(t, spare)
+	if len(spare.Report.Protections) != len(direct.Report.Protections) {
+		t.Fatalf("spare reported %+v, a direct start %+v", spare.Report, direct.Report)
+	}
+	for i, pr := range spare.Report.Protections {
+		d := direct.Report.Protections[i]
+		if pr.Name != d.Name || pr.On != d.On {
+			t.Errorf("spare's protection %d = %+v, a direct start's %+v", i, pr, d)
+		}
+		t.Logf("%s: %s", pr.Name, pr.Detail)
+		if pr.Name == "mount view" && !strings.Contains(pr.Detail, "once claimed") {
+			t.Errorf("spare's view %q does not say what was built before its claim", pr.Detail)
+		}
+	}
+
+	// A spare detached the host's root before it was claimed: it cannot
+	// become a spoke that needs host paths, and the hub does not ask it.
+	spareP := sandbox.Policy{Profile: sandbox.ProfileStrict, Namespaces: true}
+	exec := p
+	exec.Profile, exec.ExecPath = sandbox.ProfileExec, "/bin/true"
+	kept := p
+	kept.KeepScratch = true
+	readOnly := p
+	readOnly.ReadOnly = []string{"/etc"}
+	for name, q := range map[string]sandbox.Policy{"exec": exec, "kept scratch": kept, "read-only path": readOnly} {
+		if sandbox.SpareCanBecome(q, spareP) {
+			t.Errorf("SpareCanBecome(%s policy) = true, want false", name)
+		}
+		out := sbxtest.Run(t, sbxtest.Child{Policy: q, Attempt: "ready", Spare: true})
+		if out.ExitCode == 0 || !strings.Contains(out.EnterError, "does not fit the spare") {
+			t.Errorf("a spare given a policy with %s: exit %d, %q; want refused", name, out.ExitCode, out.EnterError)
+		}
+	}
+	if !sandbox.SpareCanBecome(p, spareP) {
+		t.Errorf("SpareCanBecome(strict policy with its own scratch) = false, want true")
 	}
 }
 

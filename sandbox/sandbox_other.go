@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -148,5 +149,20 @@ func OwnNetworkNamespace() (bool, string) { return false, unsupported }
 // OwnScratch is false: no spoke mounts a tmpfs of its own here.
 func OwnScratch(Policy) bool { return false }
 
-// MountsScratch is false: no spoke mounts a tmpfs of its own here.
-func (p Policy) MountsScratch() bool { return false }
+// Spare is a spare's sandbox; nothing of it applies ahead here.
+type Spare struct{ used bool }
+
+// EnterSpare does nothing here: Spare.Enter applies it all.
+func EnterSpare(spare Policy) (*Spare, error) { return &Spare{}, nil }
+
+// Enter applies p as Enter does, once.
+func (s *Spare) Enter(p Policy) (Report, error) {
+	if s.used {
+		return Report{}, errors.New("the spare's sandbox is already applied")
+	}
+	s.used = true
+	return Enter(p)
+}
+
+// SpareCanBecome reports whether p is Prestartable under spare.
+func SpareCanBecome(p, spare Policy) bool { return p.Prestartable(spare) }

@@ -5,7 +5,10 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
+	"unsafe"
 
 	seccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
@@ -84,6 +87,65 @@ func installSeccomp(p Profile, notify bool) (string, int, error) {
 		}
 	}
 	return fmt.Sprintf("%d rules, %s, other architectures killed", n, what), listener, nil
+}
+
+// compiledFilter is the filter of a profile compiled to BPF ahead of need
+// (by a spare, before it is claimed), so that loading it is one syscall.
+type compiledFilter struct {
+	profile Profile
+	rules   int
+	prog    []unix.SockFilter
+}
+
+// compileFilter compiles the filter of profile p, without a listener, for
+// process pid, as installSeccomp would load it.
+func compileFilter(p Profile, pid int) (*compiledFilter, error) {
+	filter, n, err := buildFilter(p, pid, defaultAction)
+	if err != nil {
+		return nil, err
+	}
+	defer filter.Release()
+	fd, err := unix.MemfdCreate("secgpt-seccomp", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("failed to make room for the seccomp filter: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "secgpt-seccomp")
+	defer f.Close()
+	if err := filter.ExportBPF(f); err != nil {
+		return nil, fmt.Errorf("failed to compile the seccomp filter: %w", err)
+	}
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the compiled seccomp filter: %w", err)
+	}
+	const insn = int(unsafe.Sizeof(unix.SockFilter{}))
+	if len(b) == 0 || len(b)%insn != 0 || len(b)/insn > bpfMaxInsns {
+		return nil, fmt.Errorf("failed to compile the seccomp filter: %d bytes of BPF", len(b))
+	}
+	prog := make([]unix.SockFilter, len(b)/insn)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&prog[0])), len(b)), b)
+	return &compiledFilter{profile: p, rules: n, prog: prog}, nil
+}
+
+// bpfMaxInsns is the kernel's BPF_MAXINSNS, the longest filter it loads.
+const bpfMaxInsns = 4096
+
+// load loads f into every thread of the process, as libseccomp's load of
+// the same filter does (libseccomp 2.5: seccomp(SECCOMP_SET_MODE_FILTER)
+// with SECCOMP_FILTER_FLAG_TSYNC only, no_new_privs set before, which Enter
+// did). With TSYNC the kernel returns the id of a thread it could not
+// synchronise; the filter is then on no thread.
+func (f *compiledFilter) load() (string, error) {
+	prog := unix.SockFprog{Len: uint16(len(f.prog)), Filter: &f.prog[0]}
+	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+	runtime.KeepAlive(f)
+	switch {
+	case errno != 0:
+		return "", fmt.Errorf("failed to load seccomp filter: %w", errno)
+	case r != 0:
+		return "", fmt.Errorf("failed to load seccomp filter: thread %d could not be synchronised", r)
+	}
+	return fmt.Sprintf("%d rules, default EPERM, other architectures killed", f.rules), nil
 }
 
 // SyscallName names the syscall numbered nr on this architecture.

@@ -158,81 +158,141 @@ func viewPaths(lp landlockPaths) ([]viewPath, error) {
 	return out, nil
 }
 
-// buildView makes the calling process's root the view of lp, as described
-// above, and returns what it bound for the report. The process must be
-// alone in its mount namespace (Prepare and PrepareLaunch start it in one
-// of its own) and hold CAP_SYS_ADMIN over it; Enter drops it next. Its
-// working directory stays where it was if that path is in the view, else
-// it becomes /.
-func buildView(lp landlockPaths) (string, error) {
-	start := time.Now()
-	paths, err := viewPaths(lp)
+// viewSkeleton begins the calling process's view, as described above: the
+// part every policy's view holds, so that a spare builds it before it is
+// claimed. It makes the mounts private, mounts the view's root and pivots
+// to it (the host's root is then at hostMount), binds mapped (the files the
+// process maps: its executable and libraries) read-only, and makes /dev and
+// /proc. The process must be alone in its mount namespace (Prepare and
+// PrepareLaunch start it in one of its own) and hold CAP_SYS_ADMIN over it
+// until view.finish.
+func viewSkeleton(mapped []string) (*view, error) {
+	paths, err := viewPaths(landlockPaths{ReadFiles: mapped})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := aloneInMountNamespace(); err != nil {
-		return "", err
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		cwd = "/"
+		return nil, err
 	}
 	// Private, so that nothing below propagates to the namespace this
 	// one was copied from.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return "", fmt.Errorf("failed to make the spoke's mounts private: %w", err)
+		return nil, fmt.Errorf("failed to make the spoke's mounts private: %w", err)
 	}
 	// The view's root is a tmpfs mounted on the host's /tmp and pivoted
 	// to, which leaves the host's root, with its own /tmp, at hostMount.
 	if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, viewRootOptions); err != nil {
-		return "", fmt.Errorf("failed to mount the view's root: %w", err)
+		return nil, fmt.Errorf("failed to mount the view's root: %w", err)
 	}
 	if err := os.Mkdir("/tmp"+hostMount, 0o700); err != nil {
-		return "", fmt.Errorf("failed to make the view's host mount point: %w", err)
+		return nil, fmt.Errorf("failed to make the view's host mount point: %w", err)
 	}
 	if err := unix.PivotRoot("/tmp", "/tmp"+hostMount); err != nil {
-		return "", fmt.Errorf("failed to pivot to the view's root: %w", err)
+		return nil, fmt.Errorf("failed to pivot to the view's root: %w", err)
 	}
 	if err := unix.Chdir("/"); err != nil {
-		return "", fmt.Errorf("failed to enter the view's root: %w", err)
+		return nil, fmt.Errorf("failed to enter the view's root: %w", err)
 	}
 	v := &view{}
 	for _, p := range paths {
 		if err := v.bind(p); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
+	v.skeleton = len(v.bound)
 	if err := v.dev(); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := v.bindAt(hostMount+"/proc", "/proc", true, true, false); err != nil {
-		return "", fmt.Errorf("failed to bind the spoke's /proc: %w", err)
+		return nil, fmt.Errorf("failed to bind the spoke's /proc: %w", err)
 	}
-	if err := unix.Unmount(hostMount, unix.MNT_DETACH); err != nil {
-		return "", fmt.Errorf("failed to detach the host's root: %w", err)
+	return v, nil
+}
+
+// finish completes the view begun by viewSkeleton for lp: it binds lp's
+// paths (those of the skeleton are bound already; once the host's root is
+// detached, only lp's scratch may be left, which mountScratch mounted in
+// place), detaches the host's root, makes the view's root read-only and
+// enters cwd, or / if cwd is not in the view. Enter drops CAP_SYS_ADMIN
+// next.
+func (v *view) finish(lp landlockPaths, cwd string) error {
+	paths, err := viewPaths(lp)
+	if err != nil {
+		return err
 	}
-	if err := os.Remove(hostMount); err != nil {
-		return "", fmt.Errorf("failed to remove the host's mount point: %w", err)
+	for _, p := range paths {
+		if !p.writable && slices.ContainsFunc(v.bound[:v.skeleton], func(b viewPath) bool { return b.path == p.path }) {
+			continue
+		}
+		if v.hostGone {
+			if !p.writable || p.path != lp.Scratch {
+				return fmt.Errorf("%w: %s cannot be bound into a view whose host root is detached", ErrInvalidPolicy, p.path)
+			}
+			// mountScratch mounted it in place.
+			v.bound = append(v.bound, p)
+			v.rw++
+			continue
+		}
+		if err := v.bind(p); err != nil {
+			return err
+		}
+	}
+	if err := v.detachHost(); err != nil {
+		return err
 	}
 	// The root itself is read-only: the spoke writes only where it is
 	// given a writable bind.
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return "", fmt.Errorf("failed to make the view's root read-only: %w", err)
+		return fmt.Errorf("failed to make the view's root read-only: %w", err)
 	}
+	v.cwd = cwd
 	if err := unix.Chdir(cwd); err != nil {
 		if err := unix.Chdir("/"); err != nil {
-			return "", fmt.Errorf("failed to enter the view's root: %w", err)
+			return fmt.Errorf("failed to enter the view's root: %w", err)
 		}
-		cwd = "/"
+		v.cwd = "/"
 	}
-	return fmt.Sprintf("a root of its own with %d read-only and %d read-write paths bound, /dev (%d devices) and its own /proc; anything else ENOENT; working directory %s; built in %dµs",
-		v.ro, v.rw, len(devices), cwd, time.Since(start).Microseconds()), nil
+	return nil
+}
+
+// detachHost detaches the host's root from the view, unless it is gone
+// already. The kernel waits for an RCU grace period (a few hundred µs):
+// a spare does it before it is claimed.
+func (v *view) detachHost() error {
+	if v.hostGone {
+		return nil
+	}
+	if err := unix.Unmount(hostMount, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("failed to detach the host's root: %w", err)
+	}
+	if err := os.Remove(hostMount); err != nil {
+		return fmt.Errorf("failed to remove the host's mount point: %w", err)
+	}
+	v.hostGone = true
+	return nil
+}
+
+// detail describes the finished view for the report: finished is the time
+// finish took, skeleton viewSkeleton's.
+func (v *view) detail(finished, skeleton time.Duration, spare bool) string {
+	built := fmt.Sprintf("built in %dµs", (finished + skeleton).Microseconds())
+	if spare {
+		built = fmt.Sprintf("built in %dµs once claimed, its skeleton in %dµs before", finished.Microseconds(), skeleton.Microseconds())
+	}
+	return fmt.Sprintf("a root of its own with %d read-only and %d read-write paths bound, /dev (%d devices) and its own /proc; anything else ENOENT; working directory %s; %s",
+		v.ro, v.rw, len(devices), v.cwd, built)
 }
 
 // view is a view being built, after the pivot: the host is at hostMount.
 type view struct {
 	bound  []viewPath
 	ro, rw int
+	// skeleton is how many of bound viewSkeleton bound.
+	skeleton int
+	// cwd is the working directory finish entered.
+	cwd string
+	// hostGone says the host's root is no longer at hostMount.
+	hostGone bool
 }
 
 // covered returns the bound path that path lies in, if any.

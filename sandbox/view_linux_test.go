@@ -94,7 +94,18 @@ func TestStatCovertChannel(t *testing.T) {
 	p.Scratch = v.scratchB
 	p.Namespaces = true
 	own := []string{v.scratchB, "/dev/null", "/proc/self/status"}
-	out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "stat", Args: append(append([]string{}, present...), own...)})
+	for _, spare := range []bool{false, true} {
+		t.Run(fmt.Sprintf("spare=%v", spare), func(t *testing.T) {
+			out := sbxtest.Run(t, sbxtest.Child{Policy: p, Attempt: "stat", Args: append(append([]string{}, present...), own...), Spare: spare})
+			checkStats(t, v, out, present, own)
+		})
+	}
+}
+
+// checkStats checks what user B's spoke saw of the victim's paths present
+// (ENOENT for each) and of its own (found).
+func checkStats(t *testing.T, v victim, out sbxtest.Outcome, present, own []string) {
+	t.Helper()
 	expect{allowed: true}.check(t, out)
 	results := strings.Split(out.Detail, "; ")
 	if len(results) != len(present)+len(own) {

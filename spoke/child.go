@@ -68,9 +68,16 @@ func ChildMain() int {
 		fmt.Fprintln(os.Stderr, "secgpt-spoke: bad arguments")
 		return exitUsage
 	}
+	var err error
+	var spareBox *sandbox.Spare
 	if *spare {
-		// Started ahead of need (Options.Spares): the hub says what
-		// this spoke is for when a user needs it.
+		// Started ahead of need (Options.Spares): the sandbox is applied
+		// as far as it can be without knowing the app, then the hub says
+		// what this spoke is for when a user needs it.
+		if spareBox, err = enterSpare(*policyText); err != nil {
+			fmt.Fprintln(os.Stderr, "secgpt-spoke: refusing to wait as a spare:", err)
+			return exitSandbox
+		}
 		args, err := readPrivate("the launch arguments")
 		if err != nil || fs.Parse(args) != nil || *external != "" {
 			fmt.Fprintln(os.Stderr, "secgpt-spoke: bad launch arguments:", err)
@@ -88,14 +95,6 @@ func ChildMain() int {
 		log.Error().Err(err).Msg("Refusing to run without a valid sandbox policy")
 		return exitSandbox
 	}
-	if *spare && policy.Scratch != "" && !policy.MountsScratch() {
-		// A spoke started directly starts in its scratch directory; one
-		// that mounts its own moves there in Enter.
-		if err := os.Chdir(policy.Scratch); err != nil {
-			log.Error().Err(err).Msg("Refusing to run: no scratch directory")
-			return exitSandbox
-		}
-	}
 	var ext *externalApp
 	if *external != "" {
 		// Its environment, loopback, proxy and server are set up while the
@@ -105,7 +104,12 @@ func ChildMain() int {
 			return exitAppFailed
 		}
 	}
-	report, err := sandbox.Enter(policy)
+	var report sandbox.Report
+	if spareBox != nil {
+		report, err = spareBox.Enter(policy)
+	} else {
+		report, err = sandbox.Enter(policy)
+	}
 	if err != nil {
 		log.Error().Err(err).Msg("Refusing to run: sandbox could not be applied")
 		return exitSandbox
@@ -127,7 +131,10 @@ func ChildMain() int {
 	// waiting for the hub parks its goroutine instead of blocking a thread
 	// in read, which kept the runtime's sysmon polling (every 20 µs to
 	// 10 ms) through each wait.
-	_ = syscall.SetNonblock(iscFD, true)
+	if err := syscall.SetNonblock(iscFD, true); err != nil {
+		log.Error().Err(err).Msg("No usable ISC channel on fd 3")
+		return exitProtocol
+	}
 	conn := os.NewFile(iscFD, "isc")
 	if conn == nil {
 		log.Error().Msg("No ISC channel on fd 3")

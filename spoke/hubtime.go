@@ -1,6 +1,7 @@
 package spoke
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	goruntime "runtime"
@@ -18,11 +19,13 @@ import (
 // the step's deadline counts the spoke's time, not the hub's.
 //
 // The step's goroutine is locked to its thread while it serves a frame,
-// and that thread's CPU clock measures its work: waits (for the model, the
-// user, another app, the network) cost no CPU and are not charged, the
-// encoding of a model request and of a reply are. A call of another app
-// is served in the same goroutine, so its serving counts for its caller's
-// step too. The reader's decoding of a frame, once its bytes have all
+// and that thread's CPU clock measures its work: waits (for the user,
+// another app, the network) cost no CPU and are not charged, the decoding
+// of a request and the encoding of its reply are. A model call is made
+// outside the lock (Waiting): its client's work on a request the broker
+// has already bounded (its size, the calls per step, the tokens) is not
+// charged either. A call of another app is served in the same goroutine,
+// so its serving counts for its caller's step too. The reader's decoding of a frame, once its bytes have all
 // arrived, is timed the same way (decodeTimed).
 
 // ErrHubTime: the spoke kept the hub busy beyond Options.MaxHubTime in one
@@ -85,6 +88,28 @@ func (m *hubMeter) stop() error {
 		return &hubTimeError{spent: m.spent, max: m.max}
 	}
 	return nil
+}
+
+// meterKey carries the meter of the step whose request a Handler serves,
+// in the context it gets.
+type meterKey struct{}
+
+// Waiting runs wait, a call that mostly waits on something outside the
+// hub (the model endpoint), from a Handler serving a step's request, in
+// the goroutine that called it (ctx is the one the Handler got). The
+// serving thread is released for the wait: locked, it would sleep and wake
+// as a thread of its own each time the call blocks and resumes (two
+// switches each, and a thread per waiting step). What wait's own goroutine
+// spends is not charged; the Handler's work before and after it is.
+func Waiting(ctx context.Context, wait func()) {
+	m, _ := ctx.Value(meterKey{}).(*hubMeter)
+	if m == nil || !m.locked {
+		wait()
+		return
+	}
+	m.charge()
+	defer m.start()
+	wait()
 }
 
 // hubTimeError is a step over its bound on the hub's time.

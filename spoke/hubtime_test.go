@@ -1,6 +1,7 @@
 package spoke
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -72,4 +73,27 @@ func BenchmarkDecodeTimed(b *testing.B) {
 	for b.Loop() {
 		_ = cpuOf(func() {})
 	}
+}
+
+// TestWaitingReleasesTheThread: a Handler's model call waits with the
+// serving thread released and uncharged; the work before it is charged,
+// and the meter holds the thread again after it.
+func TestWaitingReleasesTheThread(t *testing.T) {
+	m := hubMeter{decoded: new(atomic.Int64)}
+	ctx := context.WithValue(context.Background(), meterKey{}, &m)
+	m.start()
+	spin(10 * time.Millisecond)
+	Waiting(ctx, func() {
+		if m.locked {
+			t.Error("the serving thread is held during the wait")
+		}
+		spin(30 * time.Millisecond) // the call's own work, outside the step's charge
+	})
+	if !m.locked {
+		t.Error("the meter does not hold the thread after the wait")
+	}
+	if spent := m.release(); spent < 10*time.Millisecond || spent >= 30*time.Millisecond {
+		t.Errorf("charged %v, want the 10ms before the wait and not the 30ms in it", spent)
+	}
+	Waiting(context.Background(), func() {}) // outside a step: just runs
 }

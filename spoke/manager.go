@@ -180,11 +180,14 @@ type Options struct {
 	// Spares is how many spokes the manager keeps started ahead of need;
 	// 0 keeps none. A spare belongs to no user or app and has read
 	// nothing: it has only run the binary's start-up (exec, the Go
-	// runtime, package initialisation, the new namespaces), which is most
-	// of a spoke's cold start and depends on no key. A spoke whose policy
-	// is Prestartable under SparePolicy, and to which Extra gives nothing,
-	// starts from a spare when one is there: it is told its arguments on
-	// fd 4, then confines itself and reads its first frame like any spoke.
+	// runtime, package initialisation, the new namespaces) and the part of
+	// its sandbox that holds for every spoke it may become
+	// (sandbox.EnterSpare), which is most of a spoke's cold start and
+	// depends on no key. A spoke whose policy a spare can become
+	// (sandbox.SpareCanBecome), and to which Extra gives nothing, starts
+	// from a spare when one is there: it is told its arguments on fd 4,
+	// then applies the rest of its sandbox and reads its first frame like
+	// any spoke.
 	Spares int
 	// MaxSpares bounds the spares, Spares and those started for the
 	// spokes expected (see Expect); 0 takes 64, and below Spares (a
@@ -194,7 +197,7 @@ type Options struct {
 	// spare, unused, is stopped; default 30 s.
 	SpareIdle time.Duration
 	// SparePolicy is the policy the spares are prepared under (see
-	// sandbox.Policy.Prestartable).
+	// sandbox.SpareCanBecome).
 	SparePolicy sandbox.Policy
 	// Log receives the manager's and the children's logs.
 	Log zerolog.Logger
@@ -471,7 +474,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 			return nil, m.failure(key, "could not be started", err)
 		}
 	}
-	if len(extra) == 0 && private == nil && policy.Prestartable(m.opts.SparePolicy) {
+	if len(extra) == 0 && private == nil && sandbox.SpareCanBecome(policy, m.opts.SparePolicy) {
 		defer m.refillSpares()
 		c, err := m.launchSpare(policy, args)
 		if err != nil {

@@ -297,6 +297,7 @@ func describeWriteFailure(err error) (string, error) {
 func (p *process) runStep(ctx context.Context, step Step, h Handler, hubTime *time.Duration) (Result, error) {
 	meter := hubMeter{max: p.maxHubTime, decoded: &p.decoded}
 	defer func() { *hubTime += meter.release() }()
+	ctx = context.WithValue(ctx, meterKey{}, &meter)
 	fail := func(msg string, cause error) (Result, error) {
 		// When the reader already stopped the spoke, its reason is the
 		// real one; a failed write is only its echo. So is any failure

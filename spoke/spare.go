@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	goruntime "runtime"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/secgpt/secgpt/sandbox"
 )
@@ -146,23 +150,66 @@ func (m *Manager) shrinkSpares() {
 // spawnSpare starts a spare: the binary prepared under SparePolicy, waiting
 // on a pipe for its launch arguments.
 func (m *Manager) spawnSpare() (*child, error) {
-	r, w, err := os.Pipe()
+	r, w, err := newLaunchPipe()
 	if err != nil {
-		return nil, fmt.Errorf("failed to make the launch pipe: %w", err)
+		return nil, err
 	}
 	defer r.Close()
 	// A spare is in a cgroup from its start, as every spoke is:
 	// launchSpare sets the bounds of the spoke it becomes.
 	policy := m.opts.SparePolicy
 	policy.Cgroup, _ = sandbox.CgroupSupport()
-	c, err := m.spawn(context.Background(), "spare", []string{ChildArg, spareArg}, r, policy)
+	// The spare applies what of its sandbox holds under this policy
+	// before it waits (enterSpare).
+	encoded, err := policy.Encode()
 	if err != nil {
-		w.Close()
+		w.close()
+		return nil, err
+	}
+	c, err := m.spawn(context.Background(), "spare", []string{ChildArg, spareArg, "--policy", encoded}, r, policy)
+	if err != nil {
+		w.close()
 		return nil, err
 	}
 	c.launch = w
 	return c, nil
 }
+
+// launchPipe is the hub's end of the pipe on which a spare waits for its
+// launch arguments: non-blocking, so that the hub never waits for a spare,
+// and outside the runtime's poller, which would cost a registration and a
+// removal (two more syscalls each) per spare for one write.
+type launchPipe struct{ fd int }
+
+// newLaunchPipe returns a spare's end of a launch pipe, blocking as the
+// spare reads it, and the hub's.
+func newLaunchPipe() (*os.File, *launchPipe, error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, fmt.Errorf("failed to make the launch pipe: %w", err)
+	}
+	if err := unix.SetNonblock(fds[1], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("failed to make the launch pipe: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "launch"), &launchPipe{fd: fds[1]}, nil
+}
+
+// write writes b whole: b is at most maxPrivate, which a pipe's buffer
+// holds; a full one (EAGAIN) fails like a spare that died.
+func (l *launchPipe) write(b []byte) error {
+	n, err := unix.Write(l.fd, b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return fmt.Errorf("failed to write the launch arguments: %w", err)
+	}
+	return nil
+}
+
+func (l *launchPipe) close() error { return unix.Close(l.fd) }
 
 // Spares returns how many spares wait, for tests and status.
 func (m *Manager) Spares() int { return len(m.spares) }
@@ -255,7 +302,7 @@ func (m *Manager) refillSpares() {
 }
 
 // launchSpare gives a spare the launch arguments args of a spoke under
-// policy, which must be Prestartable under SparePolicy. The caller calls
+// policy, which a spare can become (sandbox.SpareCanBecome). The caller calls
 // refillSpares once that spoke is ready or has failed, so that starting the
 // next spare does not compete with it for the CPU. It returns nil, and
 // no error, when no spare is there or the spare taken has died: the caller
@@ -269,8 +316,14 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 	if c == nil {
 		return nil, nil
 	}
-	// The scratch is given to the spare's own id.
-	if err := sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid); err != nil {
+	// A scratch the hub keeps is given to the spare's own id; one of
+	// the spare's own is a tmpfs it mounts in its view (its host root is
+	// detached already), so nothing of the host is made or checked for it.
+	err := sandbox.CheckPolicy(policy)
+	if err == nil && !sandbox.OwnScratch(policy) {
+		err = sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid)
+	}
+	if err != nil {
 		c.discard()
 		return nil, err
 	}
@@ -286,10 +339,9 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 			return nil, err
 		}
 	}
-	// A spare reads at once; one that died leaves a broken pipe.
-	_ = c.launch.SetWriteDeadline(time.Now().Add(m.opts.StartTimeout))
-	_, err = c.launch.Write(b)
-	if cerr := c.launch.Close(); err == nil {
+	// One that died leaves a broken pipe.
+	err = c.launch.write(b)
+	if cerr := c.launch.close(); err == nil {
 		err = cerr
 	}
 	c.launch = nil
@@ -313,4 +365,24 @@ func (m *Manager) closeSpares() {
 			return
 		}
 	}
+}
+
+// enterSpare is a spare's first step: it applies the part of its sandbox
+// that holds under the spare policy (sandbox.EnterSpare), encoded as
+// policyText, before it waits for the launch arguments of the spoke it
+// becomes.
+func enterSpare(policyText string) (*sandbox.Spare, error) {
+	policy, err := sandbox.DecodePolicy(policyText)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandbox.EnterSpare(policy)
+	if err != nil {
+		return nil, err
+	}
+	// What the start-up and EnterSpare allocated is collected now, while
+	// the spare waits, not by a collection the claim's own allocations
+	// would start.
+	goruntime.GC()
+	return sb, nil
 }

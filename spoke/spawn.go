@@ -22,9 +22,9 @@ type child struct {
 	proc   *spokeProc
 	conn   net.Conn
 	stderr io.ReadCloser
-	// launch is a spare's end of the pipe on which it waits for its
-	// launch arguments; nil for any other child.
-	launch *os.File
+	// launch is the hub's end of the pipe on which a spare waits for
+	// its launch arguments; nil for any other child.
+	launch *launchPipe
 	// cg is its cgroup, which its spawner made and removes; nil where
 	// the machine offers none.
 	cg *sandbox.Cgroup
@@ -42,7 +42,7 @@ func (c *child) discard() {
 		c.tunnels.Close()
 	}
 	if c.launch != nil {
-		c.launch.Close()
+		c.launch.close()
 	}
 	// The spawner reaps it, and removes its cgroup, once released.
 	go func() {

@@ -1,6 +1,7 @@
 package spoke
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,6 +122,10 @@ type appStep struct {
 	reported bool
 	calls    []CallLog
 	probed   map[string]ProbeReply
+	// checked are the plan's arguments for the step's function once they
+	// have been checked against its request schema: a call with exactly
+	// these is not checked again.
+	checked json.RawMessage
 }
 
 // runApp runs the planned function and, when the plan's arguments already
@@ -140,6 +145,9 @@ func (rt *runtime) runApp(ctx context.Context, step Step) Result {
 		args = json.RawMessage("{}")
 	}
 	ready := apps.ValidateDocument(fn.Request, args) == nil
+	if ready {
+		s.checked = args
+	}
 
 	msgs := []llm.Message{{Role: llm.RoleSystem, Content: appPrompt(spec, step.OtherTools)}}
 	msgs = appendMemory(msgs, step.Memory)
@@ -284,8 +292,10 @@ func (s *appStep) call(ctx context.Context, tc llm.ToolCall) (json.RawMessage, e
 	if !ok {
 		return nil, fmt.Errorf("%s has no function %q", s.spec.Name, fnName)
 	}
-	if err := apps.ValidateDocument(fn.Request, args); err != nil {
-		return nil, fmt.Errorf("the arguments do not match %s's schema: %v", tc.Name, err)
+	if fn.Name != s.step.Function || !bytes.Equal(args, s.checked) {
+		if err := apps.ValidateDocument(fn.Request, args); err != nil {
+			return nil, fmt.Errorf("the arguments do not match %s's schema: %v", tc.Name, err)
+		}
 	}
 	res, err := s.rt.callOwn(ctx, s.env, fn, args)
 	if err == nil && fn.Name == s.step.Function {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -23,11 +25,17 @@ import (
 // as a session's last activity). The queue is first in, first out, and
 // batches commit in order, so a write that waited for its commit has made
 // every write queued before it durable too: a later write is never lost
-// while a write after it was acknowledged.
+// while a write after it was acknowledged. Writes no one waits for may
+// wait up to laterDelay for company: a query's own waited write (its
+// turn's record) usually takes them along, one commit instead of several.
 
 // maxBatch bounds the writes committed together, so that one transaction
 // stays short.
 const maxBatch = 256
+
+// laterDelay is how long a batch of writes no one waits for may stay
+// queued for others to join it; a write that waits ends it at once.
+const laterDelay = 100 * time.Millisecond
 
 // errStoreClosed is the error of a write queued after Close.
 var errStoreClosed = errors.New("store closed")
@@ -41,7 +49,12 @@ type writeOp struct {
 	// done receives the outcome once the write's batch has committed or
 	// failed; nil when no one waits (see Store.Later).
 	done chan error
+	// queued is when the write was queued.
+	queued time.Time
 }
+
+// waited reports whether someone waits for op's commit.
+func (op *writeOp) waited() bool { return op.done != nil || op.exclusive != nil }
 
 // committer runs the store's writes in batches, one at a time.
 type committer struct {
@@ -72,6 +85,7 @@ func (c *committer) enqueue(op *writeOp) error {
 	if c.closing {
 		return errStoreClosed
 	}
+	op.queued = time.Now()
 	c.queue = append(c.queue, op)
 	select {
 	case c.wake <- struct{}{}:
@@ -95,10 +109,24 @@ func (c *committer) withdraw(op *writeOp) bool {
 }
 
 // next takes the next batch: an exclusive write alone, or up to maxBatch
-// writes. It returns nil once the store is closing and the queue is empty.
+// writes; writes no one waits for, once the first has waited laterDelay
+// or another write waits. It returns nil once the store is closing and the
+// queue is empty.
 func (c *committer) next() []*writeOp {
 	for {
 		c.mu.Lock()
+		if len(c.queue) > 0 && !c.closing && len(c.queue) < maxBatch && !slices.ContainsFunc(c.queue, (*writeOp).waited) {
+			if wait := laterDelay - time.Since(c.queue[0].queued); wait > 0 {
+				c.mu.Unlock()
+				t := time.NewTimer(wait)
+				select {
+				case <-c.wake:
+				case <-t.C:
+				}
+				t.Stop()
+				continue
+			}
+		}
 		if len(c.queue) > 0 {
 			n := 1
 			if c.queue[0].exclusive == nil {

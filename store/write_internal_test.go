@@ -215,3 +215,49 @@ func TestCloseCommitsQueuedWrites(t *testing.T) {
 		t.Errorf("after Close and reopen: %d notes, %v; want 50", len(mem), err)
 	}
 }
+
+// TestLaterWritesWaitForCompany: writes no one waits for share a commit:
+// queued apart, they commit together within laterDelay, or at once with a
+// write that waits.
+func TestLaterWritesWaitForCompany(t *testing.T) {
+	tests := []struct {
+		name string
+		// waited ends the batch with a write that waits.
+		waited bool
+	}{
+		{"alone, after laterDelay", false},
+		{"with a write that waits, at once", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openInternal(t)
+			ctx := context.Background()
+			before := s.WriteStats()
+			start := time.Now()
+			for i := range 3 {
+				if err := s.Later().AppendSpokeMemory(ctx, "@a:x", "mail", fmt.Sprint("note ", i)); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(laterDelay / 10)
+			}
+			writes := int64(3)
+			if tt.waited {
+				if err := s.AppendAudit(ctx, AuditEntry{User: "@a:x", Decision: "allow"}); err != nil {
+					t.Fatal(err)
+				}
+				if took := time.Since(start); took >= laterDelay {
+					t.Errorf("a write that waits took %v behind writes no one waits for, want < %v", took, laterDelay)
+				}
+				writes++
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for s.WriteStats().Writes-before.Writes < writes && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			got := s.WriteStats()
+			if got.Writes-before.Writes != writes || got.Commits-before.Commits != 1 {
+				t.Errorf("%d writes in %d commits, want %d in 1", got.Writes-before.Writes, got.Commits-before.Commits, writes)
+			}
+		})
+	}
+}

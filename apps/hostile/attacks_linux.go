@@ -248,17 +248,21 @@ func fillDisk(dir string, count int) Result {
 // iscFD is the spoke's channel to the hub.
 const iscFD = 3
 
-// rawISC makes fd 3 blocking for the attacks' raw reads and writes, once:
-// the spoke runtime reads it non-blocking, through Go's netpoller, and a
-// raw write on a full channel would fail with EAGAIN where an attacker's
-// own write waits (an app can set the flag as well as this one does).
-var rawISC = sync.OnceValue(func() error { return unix.SetNonblock(iscFD, false) })
+// rawChannel readies fd 3 for the attacks that use it straight, bypassing
+// the spoke runtime: blocking, as they read and write it, whatever mode
+// the runtime left it in (an app may set it, as any descriptor of its own).
+func rawChannel(attack string) (Result, bool) {
+	if err := unix.SetNonblock(iscFD, false); err != nil {
+		return judge(attack, os.NewSyscallError("fcntl", err), ""), false
+	}
+	return Result{}, true
+}
 
 // flood sends frames as fast as it can while draining the hub's replies,
 // so that nothing slows it but the hub's rate limit.
 func flood(frames int) Result {
-	if err := rawISC(); err != nil {
-		return judge(fmt.Sprintf("%s %d", Flood, frames), err, "")
+	if res, ok := rawChannel(fmt.Sprintf("%s %d", Flood, frames)); !ok {
+		return res
 	}
 	go func() {
 		buf := make([]byte, 64<<10)
@@ -279,6 +283,9 @@ func stall(frames int) Result { return sendFrames(Stall, frames) }
 // protocol has them) straight onto fd 3, bypassing the spoke runtime.
 func sendFrames(function string, frames int) Result {
 	attack := fmt.Sprintf("%s %d", function, frames)
+	if res, ok := rawChannel(attack); !ok {
+		return res
+	}
 	start := time.Now()
 	for i := range frames {
 		body := fmt.Appendf(nil, `{"v":1,"kind":"data","id":%d,"body":{"op":"get","collection":"flood","id":"x"}}`, 1<<40+i)

@@ -25,8 +25,8 @@ import (
 // the hub time and the app's spoke almost none.
 func grind(frames int, size int64) Result {
 	attack := fmt.Sprintf("%s %d×%d", Grind, frames, size)
-	if err := rawISC(); err != nil {
-		return judge(attack, err, "")
+	if res, ok := rawChannel(attack); !ok {
+		return res
 	}
 	go func() {
 		buf := make([]byte, 64<<10)
@@ -50,6 +50,9 @@ func grind(frames int, size int64) Result {
 // nothing. It stops at the first refusal.
 func burnTokens(calls int, size int64) Result {
 	attack := fmt.Sprintf("%s %d×%d", Burn, calls, size)
+	if res, ok := rawChannel(attack); !ok {
+		return res
+	}
 	for i := range calls {
 		id := 1<<42 + i
 		if err := writeFrame(llmFrame(id, size)); err != nil {
@@ -92,9 +95,6 @@ func llmFrame(id int, size int64) []byte {
 func writeFrame(body []byte) error {
 	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
 	frame = append(frame, body...)
-	if err := rawISC(); err != nil {
-		return err
-	}
 	for len(frame) > 0 {
 		n, err := unix.Write(iscFD, frame)
 		if err != nil {
@@ -133,9 +133,6 @@ func readReply(id int) (string, error) {
 // readFull fills b from the channel. It reads the descriptor itself: an
 // *os.File for it would close it when collected.
 func readFull(b []byte) error {
-	if err := rawISC(); err != nil {
-		return err
-	}
 	for len(b) > 0 {
 		n, err := unix.Read(iscFD, b)
 		switch {

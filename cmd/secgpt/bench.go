@@ -9,6 +9,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/secgpt/secgpt/apps"
 	"github.com/secgpt/secgpt/bench"
@@ -23,9 +24,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	latency := fs.Duration("latency", bench.DefaultLatency, "simulated model latency per call, in both modes")
 	perCategory := fs.Int("per-category", 0, "queries of each category to run (0: all)")
 	users := fs.String("users", "1,10,50,100,200", "the concurrency sweep's numbers of users arriving at once (\"\": no sweep)")
+	sweepOnly := fs.Bool("sweep-only", false, "run only the concurrency sweep, not the queries' table")
 	out := fs.String("json", "bench.json", "file to write the full report to")
 	logLevel := fs.String("log-level", "error", "log level")
 	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the hub's and the simulated model's) to the file")
+	profileWarm := fs.Bool("profile-warm", false, "profile only the sweep's first warm wave (with --cpuprofile; choose it with --users)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -44,16 +47,34 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer os.RemoveAll(dir)
 	log := newLogger(LoggingConfig{Level: *logLevel, Format: "console"}, stderr)
+	var aroundWarm func() func()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
 			return fmt.Errorf("failed to create the CPU profile: %w", err)
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("failed to start the CPU profile: %w", err)
+		if *profileWarm {
+			// One profile: of the first warm wave (a level of the sweep);
+			// the others run unprofiled.
+			var once sync.Once
+			aroundWarm = func() (end func()) {
+				end = func() {}
+				once.Do(func() {
+					if err := pprof.StartCPUProfile(f); err != nil {
+						log.Error().Err(err).Msg("Failed to start the CPU profile")
+						return
+					}
+					end = pprof.StopCPUProfile
+				})
+				return end
+			}
+		} else {
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return fmt.Errorf("failed to start the CPU profile: %w", err)
+			}
+			defer pprof.StopCPUProfile()
 		}
-		defer pprof.StopCPUProfile()
 	}
 	report, err := bench.Run(ctx, bench.Options{
 		Build: func(ctx context.Context, st *store.Store, model *llm.Client, installed []apps.Spec) (bench.System, error) {
@@ -63,7 +84,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 			return bench.System{Hub: h, Spares: mgr.Spares, Close: mgr.Close}, nil
 		},
-		Dir: dir, Latency: *latency, PerCategory: *perCategory, Users: levels, Progress: stderr, Log: log,
+		Dir: dir, Latency: *latency, PerCategory: *perCategory, Users: levels, SweepOnly: *sweepOnly, AroundWarm: aroundWarm, Progress: stderr, Log: log,
 	})
 	if err != nil {
 		return err

@@ -25,14 +25,7 @@ func TestBenchRuns(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var report bench.Report
-	if err := json.Unmarshal(b, &report); err != nil {
-		t.Fatal(err)
-	}
+	report := readReport(t, out)
 	if len(report.Queries) != len(bench.Categories) || len(report.Failures) != 0 || len(report.Sweep) != 2 {
 		t.Fatalf("report: %d queries, %d sweep levels, failures %v", len(report.Queries), len(report.Sweep), report.Failures)
 	}
@@ -49,6 +42,40 @@ func TestBenchRuns(t *testing.T) {
 	if l := report.Sweep[1]; l.Users != 3 || l.Cold.Errors != 0 || l.Cold.Processes < 3 || l.Cold.SpokeRSS == 0 {
 		t.Errorf("sweep level = %+v, want 3 users served by at least 3 spoke processes", l)
 	}
+}
+
+// TestBenchSweepOnly: --sweep-only runs the sweep alone, and each wave
+// counts the kernel entries it cost (page faults, context switches).
+func TestBenchSweepOnly(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bench.json")
+	r := runBinary(t, "", "bench", "--latency", "0", "--sweep-only", "--users", "2", "--json", out)
+	if r.code != 0 {
+		t.Fatalf("bench exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "Isolated against vanilla") || !strings.Contains(r.stdout, "switches/query") {
+		t.Errorf("the table is not the sweep's alone:\n%s", r.stdout)
+	}
+	report := readReport(t, out)
+	if len(report.Queries) != 0 || len(report.Sweep) != 1 || len(report.Failures) != 0 {
+		t.Fatalf("report: %d queries, %d sweep levels, failures %v", len(report.Queries), len(report.Sweep), report.Failures)
+	}
+	if c := report.Sweep[0].Cold; c.FaultsPerQuery == 0 || c.SwitchesPerQuery == 0 || c.SpokeFaultsPerQuery == 0 {
+		t.Errorf("cold wave = %+v, want its faults and switches counted", c)
+	}
+}
+
+// readReport reads the report a bench run wrote.
+func readReport(t *testing.T, path string) bench.Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report bench.Report
+	if err := json.Unmarshal(b, &report); err != nil {
+		t.Fatal(err)
+	}
+	return report
 }
 
 func TestBenchRefusesBadFlags(t *testing.T) {

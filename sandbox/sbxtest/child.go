@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -26,6 +27,11 @@ import (
 // NoEnter in place of the policy argument runs the attempt without Enter,
 // for the unsandboxed baseline of the benchmarks.
 const NoEnter = "-"
+
+// SparePrefix before the policy argument makes the child a spare (see
+// Child.Spare): the argument is the spare's policy, and the child's own
+// comes on fd 4.
+const SparePrefix = "spare:"
 
 // iscFD is the connected socket a spoke gets from its parent.
 const iscFD = 3
@@ -96,7 +102,22 @@ func Main() int {
 	var res Result
 	var p sandbox.Policy
 	enter := func() error { return nil }
-	if os.Args[1] != NoEnter {
+	if spareText, ok := strings.CutPrefix(os.Args[1], SparePrefix); ok {
+		var sp *sandbox.Spare
+		var err error
+		if sp, p, err = spare(spareText); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 3
+		}
+		enter = func() error {
+			rep, err := sp.Enter(p)
+			res.Report = rep
+			if err != nil {
+				return errEnter{err}
+			}
+			return nil
+		}
+	} else if os.Args[1] != NoEnter {
 		var err error
 		if p, err = sandbox.DecodePolicy(os.Args[1]); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -130,6 +151,28 @@ func Main() int {
 		return 3
 	}
 	return 0
+}
+
+// spare applies sandbox.EnterSpare under the spare's policy (encoded in
+// spareText), then reads the child's own policy on fd 4, as a spare spoke
+// does.
+func spare(spareText string) (*sandbox.Spare, sandbox.Policy, error) {
+	sparePolicy, err := sandbox.DecodePolicy(spareText)
+	if err != nil {
+		return nil, sandbox.Policy{}, err
+	}
+	sp, err := sandbox.EnterSpare(sparePolicy)
+	if err != nil {
+		return nil, sandbox.Policy{}, fmt.Errorf("failed to enter as a spare: %w", err)
+	}
+	launch := os.NewFile(4, "launch")
+	b, err := io.ReadAll(launch)
+	launch.Close()
+	if err != nil {
+		return nil, sandbox.Policy{}, fmt.Errorf("failed to read the policy: %w", err)
+	}
+	p, err := sandbox.DecodePolicy(string(b))
+	return sp, p, err
 }
 
 // entered runs f after Enter.

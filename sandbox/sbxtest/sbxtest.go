@@ -253,6 +253,13 @@ type Child struct {
 	// Cgroup, when set, is the cgroup the child is moved into as soon as
 	// it has started, as the spoke manager does.
 	Cgroup *sandbox.Cgroup
+	// Spare starts the child as the spoke manager starts a spare:
+	// prepared under a strict policy without scratch (see
+	// sandbox.Policy.Prestartable), it applies sandbox.EnterSpare, then
+	// reads Policy on fd 4 (Policy's scratch prepared for it as the hub
+	// does, sandbox.PrepareScratchFor) and applies the rest. No
+	// ExtraFiles.
+	Spare bool
 }
 
 // Outcome is what the parent saw of one child.
@@ -303,10 +310,22 @@ func Run(tb testing.TB, c Child) Outcome {
 			tb.Fatalf("failed to encode policy: %v", err)
 		}
 	}
+	prepared := c.Policy
+	if c.Spare {
+		if c.Unsandboxed || len(c.ExtraFiles) > 0 {
+			tb.Fatal("a spare child is sandboxed and takes no extra files")
+		}
+		prepared = sandbox.Policy{Profile: sandbox.ProfileStrict, Namespaces: c.Policy.Namespaces, AllowWeaker: c.Policy.AllowWeaker, Cgroup: c.Policy.Cgroup}
+		spare, err := prepared.Encode()
+		if err != nil {
+			tb.Fatalf("failed to encode the spare's policy: %v", err)
+		}
+		policy = SparePrefix + spare
+	}
 	cmd := exec.CommandContext(ctx, bin, append([]string{policy, c.Attempt}, c.Args...)...)
 	if c.Unsandboxed {
 		cmd.Env = []string{}
-	} else if err := sandbox.Prepare(cmd, c.Policy); err != nil {
+	} else if err := sandbox.Prepare(cmd, prepared); err != nil {
 		tb.Fatalf("failed to prepare child: %v", err)
 	}
 	defer sandbox.Release(cmd)
@@ -316,6 +335,29 @@ func Run(tb testing.TB, c Child) Outcome {
 	}
 	defer parent.Close()
 	cmd.ExtraFiles = append([]*os.File{child}, c.ExtraFiles...)
+	if c.Spare {
+		uid, gid := sandbox.SpokeIDs(cmd)
+		if err := sandbox.PrepareScratchFor(c.Policy, uid, gid); err != nil {
+			tb.Fatalf("failed to prepare the scratch of a spare: %v", err)
+		}
+		launch, err := c.Policy.Encode()
+		if err != nil {
+			tb.Fatalf("failed to encode policy: %v", err)
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer r.Close()
+		_, err = w.WriteString(launch)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
