@@ -92,6 +92,23 @@ func ChildBinary(tb testing.TB) string {
 	})
 }
 
+// ChildBinaryNoCgo builds sbxchild without cgo (once per process) and
+// returns its path: no libseccomp, so only a policy with AllowWeaker runs
+// there, and libpsx's Go fallback (the runtime's AllThreadsSyscall)
+// reaches the threads.
+func ChildBinaryNoCgo(tb testing.TB) string {
+	tb.Helper()
+	return buildOnce(tb, "sbxchild-nocgo", func(out string) *exec.Cmd {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			tb.Skipf("go tool not in PATH, cannot build the child: %v", err)
+		}
+		cmd := exec.Command(goTool, "build", "-o", out, childPackage)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		return cmd
+	})
+}
+
 // execHelperSource is the program the exec-profile tests run as ExecPath.
 // Started once, it reports what it can do under the inherited sandbox, then
 // re-executes itself (the one exec Landlock still allows) with "again".
@@ -260,6 +277,8 @@ type Child struct {
 	// does, sandbox.PrepareScratchFor) and applies the rest. No
 	// ExtraFiles.
 	Spare bool
+	// NoCgo runs the child built without cgo (ChildBinaryNoCgo).
+	NoCgo bool
 }
 
 // Outcome is what the parent saw of one child.
@@ -297,6 +316,9 @@ type Result struct {
 func Run(tb testing.TB, c Child) Outcome {
 	tb.Helper()
 	bin := ChildBinary(tb)
+	if c.NoCgo {
+		bin = ChildBinaryNoCgo(tb)
+	}
 	timeout := c.Timeout
 	if timeout == 0 {
 		timeout = 20 * time.Second
