@@ -340,9 +340,11 @@ func (e *entering) finish(p Policy) (Report, error) {
 	}
 	rep.add("rlimits", true, limits)
 
-	// Landlock and seccomp (TSYNC) each carry no_new_privs to every
-	// thread; only without both must it be set on each thread here.
-	if e.abi > 0 || e.scOK {
+	// Seccomp (TSYNC) and Landlock as applyLandlock applies it each
+	// carry no_new_privs to every thread; only without both must it be
+	// set on each thread here. A spare's ruleset restricted its threads
+	// on CAP_SYS_ADMIN, without it (see landlockRuleset).
+	if e.scOK || e.abi > 0 && e.landlock == nil {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return *rep, fmt.Errorf("failed to set no_new_privs: %w", err)
 		}

@@ -242,8 +242,9 @@ func landlockDetail(abi int, lp landlockPaths) string {
 // landlockRuleset is a Landlock ruleset made ahead of its policy, by a
 // spare before its claim, holding what applyLandlock's would hold for every
 // policy a spare may become (SpareCanBecome): the files the process maps,
-// read-only, and its threads' list, which libpsx reads after each
-// enforcement (go-landlock's workaround for its issue 39). At the claim
+// read-only, and its threads' list, which the C libpsx reads after each
+// enforcement (go-landlock's workaround for its issue 39; see
+// psxListsTasks). At the claim
 // only the scratch's rule is added, and every thread restricted in one
 // psx round: they still hold CAP_SYS_ADMIN over their own namespaces, which
 // landlock_restrict_self takes in place of no_new_privs, so no round sets
@@ -306,9 +307,13 @@ func prepareLandlock(abi int, mapped []string) (*landlockRuleset, error) {
 			return nil, err
 		}
 	}
-	if err := r.add(fmt.Sprintf("/proc/%d/task", os.Getpid()), ll.AccessFSReadDir); err != nil {
-		unix.Close(fd)
-		return nil, err
+	// Only where go-landlock adds it: the Go fallback of a build without
+	// cgo lists nothing.
+	if psxListsTasks {
+		if err := r.add(fmt.Sprintf("/proc/%d/task", os.Getpid()), ll.AccessFSReadDir); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
 	}
 	return r, nil
 }
