@@ -352,6 +352,10 @@ type Cgroup struct {
 	// them: writes of Update), and set whether there are any.
 	bounds Limits
 	set    bool
+	// oomKills is the most OOMKills has read: the count outlives the
+	// cgroup, which the spawner removes once the spoke has ended, maybe
+	// before the hub has judged the spoke's last result.
+	oomKills atomic.Uint64
 }
 
 // NewCgroup creates a cgroup bounded by l (l must have its defaults). The
@@ -502,12 +506,23 @@ func (c *Cgroup) Add(pid int) error {
 
 // OOMKills is how many processes the kernel killed in the cgroup for being
 // over its memory bound.
+// A count read once stays: after the cgroup is removed, the last count
+// read is returned.
 func (c *Cgroup) OOMKills() uint64 {
 	file := "memory.oom_control"
 	if c.layout.v2 {
 		file = "memory.events"
 	}
-	return c.counter(file, "oom_kill")
+	n := c.counter(file, "oom_kill")
+	for {
+		seen := c.oomKills.Load()
+		if n <= seen {
+			return seen
+		}
+		if c.oomKills.CompareAndSwap(seen, n) {
+			return n
+		}
+	}
 }
 
 // TasksRefused is how many times the cgroup refused a new process or
