@@ -31,12 +31,15 @@ func validToolName(name string) bool {
 		return false
 	}
 	for i := range len(name) {
-		if c := name[i]; !isAlnumByte(c) && c != '_' && c != '-' {
+		if !toolNameByte(name[i]) {
 			return false
 		}
 	}
 	return true
 }
+
+// toolNameByte reports whether c may be in an OpenAI function name.
+func toolNameByte(c byte) bool { return isAlnumByte(c) || c == '_' || c == '-' }
 
 // validToolCallID reports whether id follows Mistral's rule for tool-call
 // ids, which vLLM enforces for Mistral models (vllm-project/vllm#9019, PR
@@ -223,7 +226,7 @@ func wireToolName(name string) string {
 		return name
 	}
 	clean := strings.Map(func(r rune) rune {
-		if r < 0x80 && (isAlnumByte(byte(r)) || r == '_' || r == '-') {
+		if r < 0x80 && toolNameByte(byte(r)) {
 			return r
 		}
 		return '_'

@@ -52,7 +52,7 @@ func mountScratch(p Policy, host string, inView bool) (on bool, detail string, e
 	if err := os.Mkdir(host+p.Scratch, 0o700); err != nil {
 		return false, "", fmt.Errorf("failed to make the spoke's scratch: %w", err)
 	}
-	return true, fmt.Sprintf("scratch: a tmpfs of its own, at most %d bytes and %d files; mounted in %dµs", l.DiskBytes, l.DiskFiles, time.Since(start).Microseconds()), nil
+	return true, scratchDetail(l, start), nil
 }
 
 // mountScratchInView mounts p's scratch in a view whose host root is
@@ -75,9 +75,15 @@ func mountScratchInView(p Policy, l Limits, start time.Time) (bool, string, erro
 	if err := unix.Mount("secgpt-scratch", p.Scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
 		return false, "", fmt.Errorf("failed to mount the spoke's scratch (%s): %w", opts, err)
 	}
-	return true, fmt.Sprintf("scratch: a tmpfs of its own, at most %d bytes and %d files; mounted in %dµs", l.DiskBytes, l.DiskFiles, time.Since(start).Microseconds()), nil
+	return true, scratchDetail(l, start), nil
 }
 
 // OwnScratch reports whether a spoke under p gets a tmpfs of its own as its
 // scratch here (see Capabilities.OwnScratch).
 func OwnScratch(p Policy) bool { return capabilities().OwnScratch(p) }
+
+// scratchDetail describes a scratch tmpfs of l's bounds, mounted since
+// start, for the report: the same from a spare as from a direct start.
+func scratchDetail(l Limits, start time.Time) string {
+	return fmt.Sprintf("scratch: a tmpfs of its own, at most %d bytes and %d files; mounted in %dµs", l.DiskBytes, l.DiskFiles, time.Since(start).Microseconds())
+}

@@ -28,6 +28,9 @@ const notifyAPI = 6
 // defaultAction is what the filter does for a syscall no rule allows.
 var defaultAction = seccomp.ActErrno.SetReturnCode(int16(unix.EPERM))
 
+// defaultActionName is defaultAction in the report's words.
+const defaultActionName = "default EPERM"
+
 // seccompSupport reports whether this build and kernel can load the filter.
 func seccompSupport() (bool, string) {
 	if runtime.GOARCH == "s390x" {
@@ -56,7 +59,7 @@ func installSeccomp(p Profile, notify bool) (string, int, error) {
 	if ok, detail := seccompSupport(); !ok {
 		return "", -1, errors.New(detail)
 	}
-	def, what := defaultAction, "default EPERM"
+	def, what := defaultAction, defaultActionName
 	if notify {
 		if api, err := seccomp.GetAPI(); err != nil || api < notifyAPI {
 			// The syscall still fails with EPERM; only its name is lost.
@@ -86,7 +89,13 @@ func installSeccomp(p Profile, notify bool) (string, int, error) {
 			return "", -1, fmt.Errorf("failed to keep the seccomp listener: %w", err)
 		}
 	}
-	return fmt.Sprintf("%d rules, %s, other architectures killed", n, what), listener, nil
+	return seccompDetail(n, what), listener, nil
+}
+
+// seccompDetail describes a loaded filter of n rules for the report, the
+// same whether it was built at once or compiled ahead (compiledFilter).
+func seccompDetail(n int, action string) string {
+	return fmt.Sprintf("%d rules, %s, other architectures killed", n, action)
 }
 
 // compiledFilter is the filter of a profile compiled to BPF ahead of need
@@ -145,7 +154,7 @@ func (f *compiledFilter) load() (string, error) {
 	case r != 0:
 		return "", fmt.Errorf("failed to load seccomp filter: thread %d could not be synchronised", r)
 	}
-	return fmt.Sprintf("%d rules, default EPERM, other architectures killed", f.rules), nil
+	return seccompDetail(f.rules, defaultActionName), nil
 }
 
 // SyscallName names the syscall numbered nr on this architecture.

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/secgpt/secgpt/sandbox"
 	"github.com/secgpt/secgpt/sandbox/sbxtest"
@@ -176,43 +175,6 @@ func TestViewNeedsItsOwnMountNamespace(t *testing.T) {
 	}
 }
 
-// holdSpoke starts a spoke under p that stays until the returned stop is
-// called, and returns its pid.
-func holdSpoke(t *testing.T, p sandbox.Policy) (pid int, stop func()) {
-	t.Helper()
-	encoded, err := p.Encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(sbxtest.ChildBinary(t), encoded, "hold")
-	if err := sandbox.Prepare(cmd, p); err != nil {
-		t.Fatal(err)
-	}
-	parent, child, err := sbxtest.SocketPair()
-	if err != nil {
-		sandbox.Release(cmd)
-		t.Fatal(err)
-	}
-	cmd.ExtraFiles = []*os.File{child}
-	if err := cmd.Start(); err != nil {
-		sandbox.Release(cmd)
-		t.Fatal(err)
-	}
-	child.Close()
-	stop = func() {
-		parent.Close()
-		_ = cmd.Wait()
-		sandbox.Release(cmd)
-	}
-	_ = parent.SetReadDeadline(time.Now().Add(20 * time.Second))
-	if _, err := parent.Read(make([]byte, 1)); err != nil {
-		_ = cmd.Process.Kill()
-		stop()
-		t.Fatalf("spoke not ready: %v", err)
-	}
-	return cmd.Process.Pid, stop
-}
-
 // hostIDs returns the real uid and gid of pid, as the host sees them.
 func hostIDs(t *testing.T, pid int) (uid, gid int) {
 	t.Helper()
@@ -253,7 +215,7 @@ func TestTwoUsersTwoIDs(t *testing.T) {
 		// Kept on the host (not a tmpfs of the spoke's own), where its
 		// owner shows.
 		p.KeepScratch = true
-		pid, stop := holdSpoke(t, p)
+		pid, stop := held(t, p, false, false)
 		defer stop()
 		uid, gid := hostIDs(t, pid)
 		if uid < int(r.First) || uid >= int(r.First+r.Count) || gid != uid {

@@ -319,9 +319,11 @@ func (m *Manager) launchSpare(policy sandbox.Policy, args []string) (*child, err
 	// A scratch the hub keeps is given to the spare's own id; one of
 	// the spare's own is a tmpfs it mounts in its view (its host root is
 	// detached already), so nothing of the host is made or checked for it.
-	err := sandbox.CheckPolicy(policy)
-	if err == nil && !sandbox.OwnScratch(policy) {
-		err = sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid)
+	var err error
+	if sandbox.OwnScratch(policy) {
+		err = sandbox.CheckPolicy(policy)
+	} else {
+		err = sandbox.PrepareScratchFor(policy, c.proc.uid, c.proc.gid) // checks it too
 	}
 	if err != nil {
 		c.discard()
