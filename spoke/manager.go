@@ -499,7 +499,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 		}
 		defer fd4.Close()
 	}
-	c, err := m.spawn(ctx, key.appLabel(), append(append([]string{ChildArg}, args...), extra...), fd4, policy)
+	c, err := m.spawn(ctx, key.appLabel(), append(append([]string{ChildArg}, args...), extra...), fd4, policy, encoded)
 	if err != nil {
 		if fill != nil {
 			_ = fill()

@@ -166,7 +166,7 @@ func (m *Manager) spawnSpare() (*child, error) {
 		w.close()
 		return nil, err
 	}
-	c, err := m.spawn(context.Background(), "spare", []string{ChildArg, spareArg, "--policy", encoded}, r, policy)
+	c, err := m.spawn(context.Background(), "spare", []string{ChildArg, spareArg, "--policy", encoded}, r, policy, encoded)
 	if err != nil {
 		w.close()
 		return nil, err
