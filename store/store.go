@@ -85,6 +85,9 @@ type Store struct {
 	committer *committer
 	// later is set on the view Later returns.
 	later bool
+	// scratch remembers the scratch ids named and their last recorded
+	// use (scratch.go); shared by the views.
+	scratch *scratchCache
 }
 
 // Open opens (creating if missing) the database file at path, with mode
@@ -115,7 +118,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("failed to upgrade store schema in %s: %w", abs, err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, scratch: newScratchCache()}
 	s.committer = newCommitter(s, log)
 	return s, nil
 }
