@@ -234,6 +234,12 @@ type Step struct {
 	Function string `json:"function,omitempty"`
 	// Args are the plan's arguments for Function, already checked by the hub.
 	Args json.RawMessage `json:"args,omitempty"`
+	// ArgsComplete says the hub found Args to satisfy Function's request
+	// schema: the spoke runs Function with them at once, without asking
+	// its model and without checking them again. Unset, the spoke checks
+	// them itself (the hub's word is only ever a shortcut: arguments it
+	// did not mark are still run when they satisfy the schema).
+	ArgsComplete bool `json:"args_complete,omitempty"`
 	// Query is the user's request, given only to the spoke that answers it.
 	Query string `json:"query,omitempty"`
 	// Answer says this spoke writes the final answer to the user.

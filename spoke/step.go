@@ -144,7 +144,7 @@ func (rt *runtime) runApp(ctx context.Context, step Step) Result {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	ready := apps.ValidateDocument(fn.Request, args) == nil
+	ready := step.ArgsComplete || apps.ValidateDocument(fn.Request, args) == nil
 	if ready {
 		s.checked = args
 	}
