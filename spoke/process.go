@@ -402,6 +402,19 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler, hubTime *ti
 				return fail(hubTimeFailure(err))
 			}
 			timer.Reset(budget)
+		case KindMemory:
+			var m MemoryAppend
+			if err := DecodeBody(f.Body, &m); err != nil {
+				return fail("sent a malformed memory entry and was stopped", fmt.Errorf("%w: %v", ErrProtocol, err))
+			}
+			if err := h.AppendMemory(ctx, m); err != nil {
+				// No reply: the spoke carries on without the entry.
+				p.log.Debug().Err(err).Msg("Refused a spoke's memory entry")
+			}
+			if err := meter.stop(); err != nil {
+				return fail(hubTimeFailure(err))
+			}
+			timer.Reset(budget)
 		default:
 			reply, err := p.serve(ctx, f, h)
 			if errors.Is(err, ErrProtocol) {
@@ -448,12 +461,6 @@ func (p *process) serve(ctx context.Context, f Frame, h Handler) (Frame, error) 
 		var req HTTPRequest
 		if err = decode(&req); err == nil {
 			out, err = h.HTTP(ctx, req)
-		}
-	case KindMemory:
-		var req MemoryAppend
-		if err = decode(&req); err == nil {
-			err = h.AppendMemory(ctx, req)
-			out = struct{}{}
 		}
 	case KindData:
 		var req DataOp
