@@ -121,8 +121,13 @@ func spawnerMain() int {
 // child's Pdeathsig fires when the thread that started it ends.
 func (s *spawnerServer) starter() {
 	goruntime.LockOSThread()
+	stack, err := newStarterStack()
+	if err != nil {
+		// Its starts fork the spawner, as os/exec does.
+		fmt.Fprintln(os.Stderr, "secgpt-spawner:", err)
+	}
 	for job := range s.starts {
-		err := s.start(job)
+		err := s.start(job, stack)
 		closeFiles(job.files)
 		if err != nil {
 			var se *sandboxError
@@ -132,7 +137,7 @@ func (s *spawnerServer) starter() {
 }
 
 // start starts one spoke and replies with its pid, then watches it.
-func (s *spawnerServer) start(job spawnJob) error {
+func (s *spawnerServer) start(job spawnJob, stack *starterStack) error {
 	policy, err := sandbox.DecodePolicy(job.req.Policy)
 	if err != nil {
 		return err
@@ -159,14 +164,14 @@ func (s *spawnerServer) start(job spawnJob) error {
 			return &sandboxError{err}
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	pid, err := stack.startCmd(cmd)
+	if err != nil {
 		if cg != nil {
 			cg.Remove()
 		}
 		sandbox.Release(cmd)
 		return err
 	}
-	pid := cmd.Process.Pid
 	reply := spawnerReply{ID: job.req.ID, PID: pid}
 	reply.UID, reply.GID = sandbox.SpokeIDs(cmd)
 	if cg != nil {
@@ -174,8 +179,8 @@ func (s *spawnerServer) start(job spawnJob) error {
 		// and is not used.
 		if err := cg.Add(pid); err != nil {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			reap(pid)
 			cg.Remove()
 			sandbox.Release(cmd)
 			return &sandboxError{err}
@@ -188,7 +193,7 @@ func (s *spawnerServer) start(job spawnJob) error {
 	s.mu.Unlock()
 	// The reply goes before the spoke's end can be reported.
 	s.send(reply)
-	go s.watch(cmd, rel, cg)
+	go s.watch(cmd, pid, rel, cg)
 	return nil
 }
 
@@ -200,15 +205,14 @@ func (e *sandboxError) Error() string { return e.err.Error() }
 
 // watch reports how the spoke ended, keeping it a zombie until the hub
 // releases it, then reaps it and removes its cgroup.
-func (s *spawnerServer) watch(cmd *exec.Cmd, rel chan struct{}, cg *sandbox.Cgroup) {
-	pid := cmd.Process.Pid
+func (s *spawnerServer) watch(cmd *exec.Cmd, pid int, rel chan struct{}, cg *sandbox.Cgroup) {
 	status, err := waitNoReap(pid)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "secgpt-spawner: failed to wait for spoke %d: %v\n", pid, err)
 	}
 	s.send(spawnerReply{Exited: true, PID: pid, Status: uint32(status)})
 	<-rel
-	_ = cmd.Wait()
+	reap(pid)
 	if cg != nil {
 		// Only once the spoke is reaped: removing the cgroup waits for
 		// the kernel to finish with what was in it.
@@ -239,6 +243,16 @@ func (s *spawnerServer) send(r spawnerReply) {
 		// The hub is gone: closing the channel ends spawnerMain, and
 		// our spokes with us.
 		s.conn.Close()
+	}
+}
+
+// reap waits for the spawner's child pid and removes it.
+func reap(pid int) {
+	for {
+		_, err := syscall.Wait4(pid, nil, 0, nil)
+		if err != syscall.EINTR {
+			return
+		}
 	}
 }
 
