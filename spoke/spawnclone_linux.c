@@ -13,11 +13,12 @@
 //   - the child runs only this file's code on its own stack, makes only raw
 //     system calls (no libc call: no errno, no lock, no malloc, no TLS), and
 //     writes no memory but that stack: everything it reads is the request,
-//     C memory the parent keeps until spawn_finish returns;
-//   - spawn_finish returns only once the child has executed (its
-//     close-on-exec error pipe reaches EOF: the kernel switches its memory
-//     before it closes those descriptors) or exited (exit_mm runs before
-//     exit_files): only then may the request and the stack be reused;
+//     C memory the parent keeps as long as the child may run it;
+//   - the request and the stack are reused or freed only once the child
+//     has executed (its close-on-exec error pipe, err_r, reaches EOF: the
+//     kernel switches the child's memory before it closes those
+//     descriptors) or exited (exit_mm runs before exit_files; after it
+//     wrote its errno there, the parent reaps it first);
 //   - every signal is blocked in the calling thread across clone, so the
 //     child starts with them blocked; it resets every caught signal to
 //     SIG_DFL in its own copy of the handler table (no CLONE_SIGHAND) before
@@ -264,7 +265,7 @@ fail:
 }
 
 // spawn_clone starts r's child and returns its pid, or a negative errno.
-// The caller calls spawn_finish after it, whatever else it does between.
+// The caller calls spawn_maps after it, then waits for EOF on err_r.
 int spawn_clone(struct spawn_req *r) {
 	int p[2];
 	long e;
@@ -273,7 +274,9 @@ int spawn_clone(struct spawn_req *r) {
 
 	r->pid = -1;
 	r->sync_r = r->sync_w = r->err_r = r->err_w = -1;
-	e = RS2(SYS_pipe2, p, O_CLOEXEC);
+	// Non-blocking: the parent waits for it on Go's poller (a 4-byte
+	// write to an empty pipe never blocks the child).
+	e = RS2(SYS_pipe2, p, O_CLOEXEC | O_NONBLOCK);
 	if (e)
 		return (int)e;
 	r->err_r = p[0];
@@ -290,7 +293,7 @@ int spawn_clone(struct spawn_req *r) {
 	}
 	r->ppid = (int)RS0(SYS_getpid);
 	RS4(SYS_rt_sigprocmask, SIG_SETMASK, &all, &r->oldmask, 8);
-	// No CLONE_VFORK: this thread writes the child's maps (spawn_finish).
+	// No CLONE_VFORK: this thread writes the child's maps (spawn_maps).
 	// No CLONE_SIGHAND: the child's handler table is its own copy.
 	pid = clone(spawn_child, (char *)r->stack + r->stack_size, (int)(r->cloneflags | CLONE_VM | SIGCHLD), r);
 	cerr = pid < 0 ? errno : 0;
@@ -341,42 +344,28 @@ static int write_id_file(int pid, const char *name, const char *text) {
 	return e == len ? 0 : -EIO;
 }
 
-// spawn_finish writes the child's maps, lets it go on, and waits for its
-// exec: 0 once it has executed (or died of a signal before), or the
-// negative errno of the step it failed at (the child then is reaped).
-int spawn_finish(struct spawn_req *r) {
-	int st = 0, childerr = 0;
-	long n, e;
+// spawn_maps writes the child's uid and gid maps, as Go's
+// writeUidGidMappings, and lets the child go on, or tells it why not.
+void spawn_maps(struct spawn_req *r) {
+	int st = 0;
+	long e;
 
-	if (r->sync_w >= 0) {
-		if (r->uid_map)
-			st = write_id_file(r->pid, "uid_map", r->uid_map);
-		if (st == 0 && r->gid_map) {
-			// A kernel without setgroups (before 3.19) is fine, as for Go.
-			st = write_id_file(r->pid, "setgroups", r->setgroups_text);
-			if (st == -ENOENT)
-				st = 0;
-			if (st == 0)
-				st = write_id_file(r->pid, "gid_map", r->gid_map);
-		}
-		st = -st;
-		do
-			e = RS3(SYS_write, r->sync_w, &st, sizeof st);
-		while (e == -EINTR);
-		RS1(SYS_close, r->sync_w);
+	if (r->sync_w < 0)
+		return;
+	if (r->uid_map)
+		st = write_id_file(r->pid, "uid_map", r->uid_map);
+	if (st == 0 && r->gid_map) {
+		// A kernel without setgroups (before 3.19) is fine, as for Go.
+		st = write_id_file(r->pid, "setgroups", r->setgroups_text);
+		if (st == -ENOENT)
+			st = 0;
+		if (st == 0)
+			st = write_id_file(r->pid, "gid_map", r->gid_map);
 	}
+	st = -st;
 	do
-		n = RS3(SYS_read, r->err_r, &childerr, sizeof childerr);
-	while (n == -EINTR);
-	RS1(SYS_close, r->err_r);
-	if (n == 0)
-		return 0;
-	if (n == sizeof childerr && childerr > 0)
-		e = -childerr;
-	else
-		e = n < 0 ? n : -EPIPE;
-	do
-		n = RS4(SYS_wait4, r->pid, 0, 0, 0);
-	while (n == -EINTR);
-	return (int)e;
+		e = RS3(SYS_write, r->sync_w, &st, sizeof st);
+	while (e == -EINTR);
+	RS1(SYS_close, r->sync_w);
+	r->sync_w = -1;
 }

@@ -9,7 +9,9 @@ package spoke
 import "C"
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"reflect"
@@ -155,10 +157,33 @@ func (st *starterStack) startCmd(cmd *exec.Cmd) (int, error) {
 	if pid < 0 {
 		return 0, pathErr(syscall.Errno(-pid))
 	}
-	if e := C.spawn_finish(r); e < 0 {
-		return 0, pathErr(syscall.Errno(-e))
+	C.spawn_maps(r)
+	if err := awaitExec(int(r.err_r), int(pid)); err != nil {
+		return 0, pathErr(err)
 	}
 	return int(pid), nil
+}
+
+// awaitExec waits, on Go's poller (no thread held in a system call), for
+// the child's exec: EOF on its error pipe errPipe, which it closes. If the
+// child wrote why it failed instead, awaitExec reaps it and returns that.
+func awaitExec(errPipe, pid int) error {
+	f := os.NewFile(uintptr(errPipe), "spawn-exec")
+	var b [4]byte
+	n, err := io.ReadFull(f, b[:])
+	f.Close()
+	switch {
+	case n == 0 && err == io.EOF:
+		return nil
+	case n == len(b):
+		err = syscall.Errno(binary.NativeEndian.Uint32(b[:]))
+	case err == nil || err == io.ErrUnexpectedEOF:
+		err = syscall.EPIPE
+	}
+	// It failed (or its pipe did): it exits, and is reaped before its
+	// stack is used again.
+	reap(pid)
+	return err
 }
 
 // goStart starts cmd by os/exec: a fork of the whole spawner.

@@ -29,7 +29,7 @@ struct spawn_req {
 	void *stack;
 	size_t stack_size;
 
-	// Set by spawn_clone for spawn_finish.
+	// Set by spawn_clone for spawn_maps and the wait for the exec.
 	int pid;
 	int ppid;
 	int sync_r, sync_w; // the parent's map outcome to the child
@@ -38,6 +38,6 @@ struct spawn_req {
 };
 
 int spawn_clone(struct spawn_req *r);
-int spawn_finish(struct spawn_req *r);
+void spawn_maps(struct spawn_req *r);
 
 #endif

@@ -206,7 +206,7 @@ func (e *sandboxError) Error() string { return e.err.Error() }
 // watch reports how the spoke ended, keeping it a zombie until the hub
 // releases it, then reaps it and removes its cgroup.
 func (s *spawnerServer) watch(cmd *exec.Cmd, pid int, rel chan struct{}, cg *sandbox.Cgroup) {
-	status, err := waitNoReap(pid)
+	status, err := awaitExit(pid)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "secgpt-spawner: failed to wait for spoke %d: %v\n", pid, err)
 	}
@@ -273,28 +273,68 @@ const (
 	cldDumped = 3
 )
 
+// awaitExit waits for pid to end without reaping it and returns its wait
+// status. It waits on Go's poller for a pidfd, which becomes readable when
+// pid ends: no thread sits in a system call meanwhile (which would keep
+// the runtime's monitor polling); without pidfds, in waitid.
+func awaitExit(pid int) (syscall.WaitStatus, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return waitNoReap(pid)
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return waitNoReap(pid)
+	}
+	var (
+		status syscall.WaitStatus
+		werr   error
+	)
+	err = rc.Read(func(fd uintptr) bool {
+		var ended bool
+		status, ended, werr = waitid(unix.P_PIDFD, fd, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG)
+		return ended || werr != nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return status, werr
+}
+
 // waitNoReap waits for pid to end without reaping it (WNOWAIT) and
 // returns its wait status.
 func waitNoReap(pid int) (syscall.WaitStatus, error) {
+	status, _, err := waitid(unix.P_PID, uintptr(pid), unix.WEXITED|unix.WNOWAIT)
+	return status, err
+}
+
+// waitid is waitid(2) for one child: its wait status once it ended (with
+// WNOHANG, ended is false while it runs).
+func waitid(idtype int, id uintptr, options int) (status syscall.WaitStatus, ended bool, err error) {
 	var info siginfoChild
 	for {
-		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, unix.P_PID, uintptr(pid),
-			uintptr(unsafe.Pointer(&info)), unix.WEXITED|unix.WNOWAIT, 0, 0)
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, uintptr(idtype), id,
+			uintptr(unsafe.Pointer(&info)), uintptr(options), 0, 0)
 		if errno == syscall.EINTR {
 			continue
 		}
 		if errno != 0 {
-			return 0, errno
+			return 0, false, errno
 		}
 		break
 	}
+	if info.PID == 0 {
+		return 0, false, nil
+	}
 	switch info.Code {
 	case cldExited:
-		return syscall.WaitStatus(info.Status&0xff) << 8, nil
+		return syscall.WaitStatus(info.Status&0xff) << 8, true, nil
 	case cldDumped:
-		return syscall.WaitStatus(info.Status&0x7f) | 0x80, nil
+		return syscall.WaitStatus(info.Status&0x7f) | 0x80, true, nil
 	default: // CLD_KILLED
-		return syscall.WaitStatus(info.Status & 0x7f), nil
+		return syscall.WaitStatus(info.Status & 0x7f), true, nil
 	}
 }
 
