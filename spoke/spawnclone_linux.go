@@ -49,9 +49,24 @@ func newStarterStack() (*starterStack, error) {
 
 // startCmd starts cmd, prepared by sandbox.Prepare, as cmd.Start would
 // and returns its pid, without copying the spawner's address space (see
-// spawnclone_linux.c). A command it cannot start so (an attribute Prepare
-// does not set, too many descriptors) starts by cmd.Start; no process is
-// left to Go's os.Process either way: the caller reaps pid.
+// spawnclone_linux.c for the invariants the child keeps). A command it
+// cannot start so (an attribute Prepare does not set, too many
+// descriptors) starts by cmd.Start; no process is left to Go's os.Process
+// either way: the caller reaps pid.
+//
+// What the child gets is what os/exec gives it (TestCloneStartMatchesGo):
+// the same namespaces, uid and gid maps and setgroups, written by this
+// thread before the child goes on; credentials; ambient capabilities;
+// process group; Pdeathsig, tied to this thread (call it from a locked
+// thread that outlives the child); descriptors 0–2 (/dev/null for a nil
+// stdin or stdout) and ExtraFiles from 3, every other one closed at exec;
+// cmd.Environ(); cmd.Dir; the original RLIMIT_NOFILE; its exec's error as
+// os/exec words it. A failed start leaves no process.
+//
+// One difference outside the child: under a root spawner the child's
+// setuid, on memory it shares with the spawner, makes the spawner
+// non-dumpable (as posix_spawn's would): it no longer dumps core, and as a
+// root process no unprivileged one could inspect it before either.
 func (st *starterStack) startCmd(cmd *exec.Cmd) (int, error) {
 	if st == nil || !cloneable(cmd) {
 		return goStart(cmd)
@@ -180,8 +195,10 @@ func awaitExec(errPipe, pid int) error {
 	case err == nil || err == io.ErrUnexpectedEOF:
 		err = syscall.EPIPE
 	}
-	// It failed (or its pipe did): it exits, and is reaped before its
-	// stack is used again.
+	// It failed (or its pipe did: fail closed): it ends, and is reaped
+	// before its stack is used again; no process is left of a failed
+	// start.
+	_ = syscall.Kill(pid, syscall.SIGKILL)
 	reap(pid)
 	return err
 }
