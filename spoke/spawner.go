@@ -21,9 +21,11 @@ import (
 
 // The hub's side of the spawner: a small process of the spoke binary,
 // started once per Manager, that starts every spoke (see spawnerMain). Go
-// cannot vfork a child into a new user namespace, so a process that starts
-// a spoke copies its own page tables: the spawner's are small, the hub's
-// are not. The hub sends it each spoke's arguments, policy and descriptors
+// cannot vfork a child into a new user namespace: os/exec copies the
+// starting process's page tables, which the hub must not pay per spoke.
+// The spawner does not either: it starts each spoke by a clone that shares
+// its memory until the exec (see spawnclone_linux.c), and falls back to
+// os/exec only where that cannot run. The hub sends it each spoke's arguments, policy and descriptors
 // (SCM_RIGHTS over a SOCK_SEQPACKET pair), and learns back the spoke's pid
 // and, later, how it ended. The spawner keeps each ended spoke a zombie
 // until the hub has killed its process group and released it, so that a

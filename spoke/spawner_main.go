@@ -121,8 +121,13 @@ func spawnerMain() int {
 // child's Pdeathsig fires when the thread that started it ends.
 func (s *spawnerServer) starter() {
 	goruntime.LockOSThread()
+	stack, err := newStarterStack()
+	if err != nil {
+		// Its starts fork the spawner, as os/exec does.
+		fmt.Fprintln(os.Stderr, "secgpt-spawner:", err)
+	}
 	for job := range s.starts {
-		err := s.start(job)
+		err := s.start(job, stack)
 		closeFiles(job.files)
 		if err != nil {
 			var se *sandboxError
@@ -132,7 +137,7 @@ func (s *spawnerServer) starter() {
 }
 
 // start starts one spoke and replies with its pid, then watches it.
-func (s *spawnerServer) start(job spawnJob) error {
+func (s *spawnerServer) start(job spawnJob, stack *starterStack) error {
 	policy, err := sandbox.DecodePolicy(job.req.Policy)
 	if err != nil {
 		return err
@@ -159,14 +164,14 @@ func (s *spawnerServer) start(job spawnJob) error {
 			return &sandboxError{err}
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	pid, err := stack.startCmd(cmd)
+	if err != nil {
 		if cg != nil {
 			cg.Remove()
 		}
 		sandbox.Release(cmd)
 		return err
 	}
-	pid := cmd.Process.Pid
 	reply := spawnerReply{ID: job.req.ID, PID: pid}
 	reply.UID, reply.GID = sandbox.SpokeIDs(cmd)
 	if cg != nil {
@@ -174,8 +179,8 @@ func (s *spawnerServer) start(job spawnJob) error {
 		// and is not used.
 		if err := cg.Add(pid); err != nil {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			reap(pid)
 			cg.Remove()
 			sandbox.Release(cmd)
 			return &sandboxError{err}
@@ -188,7 +193,7 @@ func (s *spawnerServer) start(job spawnJob) error {
 	s.mu.Unlock()
 	// The reply goes before the spoke's end can be reported.
 	s.send(reply)
-	go s.watch(cmd, rel, cg)
+	go s.watch(cmd, pid, rel, cg)
 	return nil
 }
 
@@ -200,15 +205,14 @@ func (e *sandboxError) Error() string { return e.err.Error() }
 
 // watch reports how the spoke ended, keeping it a zombie until the hub
 // releases it, then reaps it and removes its cgroup.
-func (s *spawnerServer) watch(cmd *exec.Cmd, rel chan struct{}, cg *sandbox.Cgroup) {
-	pid := cmd.Process.Pid
-	status, err := waitNoReap(pid)
+func (s *spawnerServer) watch(cmd *exec.Cmd, pid int, rel chan struct{}, cg *sandbox.Cgroup) {
+	status, err := awaitExit(pid)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "secgpt-spawner: failed to wait for spoke %d: %v\n", pid, err)
 	}
 	s.send(spawnerReply{Exited: true, PID: pid, Status: uint32(status)})
 	<-rel
-	_ = cmd.Wait()
+	reap(pid)
 	if cg != nil {
 		// Only once the spoke is reaped: removing the cgroup waits for
 		// the kernel to finish with what was in it.
@@ -242,6 +246,16 @@ func (s *spawnerServer) send(r spawnerReply) {
 	}
 }
 
+// reap waits for the spawner's child pid and removes it.
+func reap(pid int) {
+	for {
+		_, err := syscall.Wait4(pid, nil, 0, nil)
+		if err != syscall.EINTR {
+			return
+		}
+	}
+}
+
 // siginfoChild is the start of the kernel's siginfo_t for SIGCHLD on
 // 64-bit Linux: si_signo, si_errno, si_code, padding, si_pid, si_uid,
 // si_status.
@@ -259,28 +273,68 @@ const (
 	cldDumped = 3
 )
 
+// awaitExit waits for pid to end without reaping it and returns its wait
+// status. It waits on Go's poller for a pidfd, which becomes readable when
+// pid ends: no thread sits in a system call meanwhile (which would keep
+// the runtime's monitor polling); without pidfds, in waitid.
+func awaitExit(pid int) (syscall.WaitStatus, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return waitNoReap(pid)
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return waitNoReap(pid)
+	}
+	var (
+		status syscall.WaitStatus
+		werr   error
+	)
+	err = rc.Read(func(fd uintptr) bool {
+		var ended bool
+		status, ended, werr = waitid(unix.P_PIDFD, fd, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG)
+		return ended || werr != nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return status, werr
+}
+
 // waitNoReap waits for pid to end without reaping it (WNOWAIT) and
 // returns its wait status.
 func waitNoReap(pid int) (syscall.WaitStatus, error) {
+	status, _, err := waitid(unix.P_PID, uintptr(pid), unix.WEXITED|unix.WNOWAIT)
+	return status, err
+}
+
+// waitid is waitid(2) for one child: its wait status once it ended (with
+// WNOHANG, ended is false while it runs).
+func waitid(idtype int, id uintptr, options int) (status syscall.WaitStatus, ended bool, err error) {
 	var info siginfoChild
 	for {
-		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, unix.P_PID, uintptr(pid),
-			uintptr(unsafe.Pointer(&info)), unix.WEXITED|unix.WNOWAIT, 0, 0)
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, uintptr(idtype), id,
+			uintptr(unsafe.Pointer(&info)), uintptr(options), 0, 0)
 		if errno == syscall.EINTR {
 			continue
 		}
 		if errno != 0 {
-			return 0, errno
+			return 0, false, errno
 		}
 		break
 	}
+	if info.PID == 0 {
+		return 0, false, nil
+	}
 	switch info.Code {
 	case cldExited:
-		return syscall.WaitStatus(info.Status&0xff) << 8, nil
+		return syscall.WaitStatus(info.Status&0xff) << 8, true, nil
 	case cldDumped:
-		return syscall.WaitStatus(info.Status&0x7f) | 0x80, nil
+		return syscall.WaitStatus(info.Status&0x7f) | 0x80, true, nil
 	default: // CLD_KILLED
-		return syscall.WaitStatus(info.Status & 0x7f), nil
+		return syscall.WaitStatus(info.Status & 0x7f), true, nil
 	}
 }
 
