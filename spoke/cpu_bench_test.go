@@ -15,7 +15,8 @@ import (
 )
 
 // BenchmarkWarmStepCPU measures the CPU time one warm step costs the spoke
-// and this process (the hub's side of the channel), for a step shaped like
+// and this process (the hub's side of the channel), and the spoke's
+// context switches (each a wakeup, dear on a nested VM), for a step shaped like
 // a warm single-app query's (complete arguments, then the answer written by
 // the spoke's model through the hub), each after an idle pause as between
 // one user's queries. The times include what either process spends after
@@ -35,7 +36,7 @@ func BenchmarkWarmStepCPU(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	spoke0, hub0 := threadsCPU(b, info.PID), selfCPU(b)
+	spoke0, hub0, switches0 := threadsCPU(b, info.PID), selfCPU(b), threadsSwitches(b, info.PID)
 	for b.Loop() {
 		time.Sleep(20 * time.Millisecond)
 		if _, _, err := m.Run(ctx, k, s, h); err != nil {
@@ -46,6 +47,30 @@ func BenchmarkWarmStepCPU(b *testing.B) {
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
 	b.ReportMetric(per(threadsCPU(b, info.PID)-spoke0), "spoke-cpu-µs/step")
 	b.ReportMetric(per(selfCPU(b)-hub0), "hub-cpu-µs/step")
+	b.ReportMetric(float64(threadsSwitches(b, info.PID)-switches0)/float64(b.N), "spoke-switches/step")
+}
+
+// threadsSwitches is a process's context switches so far, voluntary and
+// not, summed over its threads.
+func threadsSwitches(b *testing.B, pid int) int64 {
+	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/status")
+	if err != nil || len(tasks) == 0 {
+		b.Fatalf("no threads of %d: %v", pid, err)
+	}
+	var total int64
+	for _, t := range tasks {
+		raw, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if name, n, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(name, "ctxt_switches") {
+				v, _ := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
+				total += v
+			}
+		}
+	}
+	return total
 }
 
 // threadsCPU is a process's CPU time so far, summed over its threads'
