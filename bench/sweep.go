@@ -41,7 +41,9 @@ type Burst struct {
 	CPUMSPerQuery float64 `json:"cpu_ms_per_query"`
 	// SpokeCPUMSPerQuery is the CPU time this process's descendants (the
 	// spokes, their servers, spares) spent during the wave, per query: of
-	// those still running after it, at the kernel's clock-tick grain.
+	// those still running after it, summed over their threads to the
+	// nanosecond (a spoke spends about a millisecond per warm step, which
+	// the kernel's 10 ms clock ticks only count by chance).
 	SpokeCPUMSPerQuery float64 `json:"spoke_cpu_ms_per_query"`
 	// Kernel entries, where a machine whose faults and switches are dear
 	// (a nested VM) spends its time: this process's and its descendants'
@@ -250,9 +252,10 @@ func descendantsUsage() map[int]usage {
 // clockTick is the unit of /proc/PID/stat's times (USER_HZ, 100 on Linux).
 const clockTick = 10 * time.Millisecond
 
-// processUsage reads a process's usage: CPU time and faults from
-// /proc/PID/stat, context switches summed over its threads'
-// /proc/PID/task/TID/status.
+// processUsage reads a process's usage: faults from /proc/PID/stat, CPU
+// time and context switches summed over its threads'
+// /proc/PID/task/TID/schedstat and status (CPU time from stat's ticks on a
+// kernel without schedstat).
 func processUsage(pid int) (usage, bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	b, err := os.ReadFile(dir + "/stat")
@@ -277,9 +280,15 @@ func processUsage(pid int) (usage, bool) {
 		}
 	}
 	u := usage{cpu: time.Duration(v[2]+v[3]) * clockTick, faults: v[0] + v[1]}
-	tasks, _ := filepath.Glob(dir + "/task/*/status")
+	tasks, _ := filepath.Glob(dir + "/task/*")
+	var runtime time.Duration
+	precise := false
 	for _, t := range tasks {
-		st, err := os.ReadFile(t)
+		// A thread that ended since the glob is left out.
+		if ns, ok := threadRuntime(t); ok {
+			runtime, precise = runtime+ns, true
+		}
+		st, err := os.ReadFile(t + "/status")
 		if err != nil {
 			continue
 		}
@@ -290,7 +299,25 @@ func processUsage(pid int) (usage, bool) {
 			}
 		}
 	}
+	if precise {
+		u.cpu = runtime
+	}
 	return u, true
+}
+
+// threadRuntime is a thread's CPU time so far, from the first field of
+// /proc/PID/task/TID/schedstat (nanoseconds on the CPU).
+func threadRuntime(task string) (time.Duration, bool) {
+	b, err := os.ReadFile(task + "/schedstat")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	return time.Duration(ns), err == nil
 }
 
 // children are this process's descendants: the spoke spawner, the spokes

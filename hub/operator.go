@@ -29,6 +29,10 @@ type runSpec struct {
 	// early, for a step that writes its part, takes the checked output as
 	// soon as the spoke reports it, before the part is written.
 	early func(json.RawMessage)
+	// complete says args satisfy the function's request schema, as the
+	// hub checked: the spoke runs the function with them without its
+	// model and without checking them again.
+	complete bool
 }
 
 // stepRun is one plan step as it runs.
@@ -197,14 +201,15 @@ func (h *Hub) runPlanStep(ctx context.Context, q *query, r *stepRun, byID map[st
 	}
 	spec, _ := h.catalog.spec(r.App)
 	fn, _ := spec.Function(r.Function)
-	if apps.ValidateDocument(fn.Request, args) == nil && !q.caps.admit("", r.ID, r.App, r.Function, args, fn.Irreversible) {
+	complete := apps.ValidateDocument(fn.Request, args) == nil
+	if complete && !q.caps.admit("", r.ID, r.App, r.Function, args, fn.Irreversible) {
 		// Complete arguments: the spoke runs the step itself, without a
 		// model call the broker could check, so its approval is spent here.
 		r.fail(userError(nil, "%s.%s was not run: the approval you gave covered other calls", r.App, r.Function))
 		return
 	}
 	res, err := h.runApp(ctx, q, runSpec{
-		step: r.ID, app: r.App, function: r.Function, args: args, answer: true,
+		step: r.ID, app: r.App, function: r.Function, args: args, answer: true, complete: complete,
 		early: func(out json.RawMessage) { r.settle(out, nil) },
 	})
 	if err != nil {
@@ -317,7 +322,7 @@ func (h *Hub) runApp(ctx context.Context, q *query, r runSpec) (spoke.Result, er
 		return spoke.Result{}, userError(err, "I could not read %s's memory", r.app)
 	}
 	step := spoke.Step{
-		ID: r.step, Function: r.function, Args: r.args, Answer: r.answer,
+		ID: r.step, Function: r.function, Args: r.args, ArgsComplete: r.complete, Answer: r.answer,
 		MaxLLMCalls: h.opts.MaxLLMCallsPerStep,
 	}
 	if r.caller == "" {

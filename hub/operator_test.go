@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/secgpt/secgpt/spoke"
@@ -150,6 +151,42 @@ func TestFailuresKeepTheirVoices(t *testing.T) {
 			}
 			if !strings.Contains(voices["post"], "post says") {
 				t.Errorf("the user does not hear what post said: %v", voices)
+			}
+		})
+	}
+}
+
+// TestStepSaysWhenArgsAreComplete: the hub tells a plan step's spoke that
+// its arguments satisfy the function's request schema, as the hub checked
+// them, so that the spoke runs the function without checking them again;
+// arguments the schema refuses (the app's model completes them) are not
+// marked.
+func TestStepSaysWhenArgsAreComplete(t *testing.T) {
+	tests := []struct {
+		name string
+		args string
+		want bool
+	}{
+		{"complete", `{"to":"bob","body":"hi"}`, true},
+		{"missing a required field", `{"to":"bob"}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []spoke.Step
+			var mu sync.Mutex
+			h := newTestHub(t, &fakeRunner{run: func(_ spoke.Key, step spoke.Step) (spoke.Result, error) {
+				mu.Lock()
+				got = append(got, step)
+				mu.Unlock()
+				return spoke.Result{Output: json.RawMessage(`{"ok":true}`), Answer: "sent"}, nil
+			}})
+			plan := Plan{Steps: []PlanStep{{ID: "s1", App: "post", Function: "send", Args: json.RawMessage(tt.args)}}}
+			q := newTestQuery(t, h, plan, consentFunc(func(ConsentRequest) Decision { return DecisionOnce }))
+			if _, err := h.execute(context.Background(), q, plan, nil); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].ArgsComplete != tt.want {
+				t.Fatalf("steps sent %+v, want one with ArgsComplete %v", got, tt.want)
 			}
 		})
 	}

@@ -132,13 +132,17 @@ func (l cgroupLayout) dirs() []string {
 // CgroupSupport reports whether spokes get a cgroup of their own here, and
 // how or why not, for the protection report: the version, where, and the
 // files that hold each bound, or why a bound is missing.
-func CgroupSupport() (bool, string) {
+func CgroupSupport() (bool, string) { return cgroupSupport() }
+
+// cgroupSupport is CgroupSupport, found once: the hub asks at every spoke
+// start.
+var cgroupSupport = sync.OnceValues(func() (bool, string) {
 	l, err := cgroups()
 	if err != nil {
 		return false, err.Error()
 	}
 	return true, l.describe()
-}
+})
 
 // CgroupBound names the cgroup file that bounds a spoke's resource
 // ("memory", "swap", "tasks" or "cpu") here, with the cgroup version, for

@@ -140,10 +140,15 @@ func ChildMain() int {
 		log.Error().Msg("No ISC channel on fd 3")
 		return exitProtocol
 	}
+	ch, err := newRawChannel(conn)
+	if err != nil {
+		log.Error().Err(err).Msg("No usable ISC channel on fd 3")
+		return exitProtocol
+	}
 	rt := &runtime{
 		app: app,
-		enc: NewEncoder(conn, *maxFrame),
-		dec: NewSpokeDecoder(conn, *maxFrame),
+		enc: NewEncoder(ch, *maxFrame),
+		dec: NewSpokeDecoder(ch, *maxFrame),
 		log: log,
 	}
 	if ext != nil {

@@ -499,7 +499,7 @@ func (m *Manager) start(ctx context.Context, key Key) (*process, error) {
 		}
 		defer fd4.Close()
 	}
-	c, err := m.spawn(ctx, key.appLabel(), append(append([]string{ChildArg}, args...), extra...), fd4, policy)
+	c, err := m.spawn(ctx, key.appLabel(), append(append([]string{ChildArg}, args...), extra...), fd4, policy, encoded)
 	if err != nil {
 		if fill != nil {
 			_ = fill()
@@ -544,28 +544,31 @@ func (m *Manager) ready(ctx context.Context, key Key, c *child, spawned time.Tim
 	}
 	p.log = m.opts.Log.With().Str("user", key.User).Str("app", key.appLabel()).Int("spoke_pid", p.pid).Logger()
 	go p.forwardLogs(c.stderr)
-	go p.readFrames(NewHubDecoder(c.conn, m.opts.MaxFrame))
 	go p.wait()
 
+	// The ready frame is read here, not by the reader started after it:
+	// the spoke's frame wakes this goroutine, not one that hands it over.
+	// An end of the start (its deadline, or the caller's) kills the
+	// spoke, which ends the read.
 	startCtx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
 	defer cancel()
-	select {
-	case f, ok := <-p.frames:
-		if !ok {
-			p.kill(ErrCrashed)
-			return nil, m.failure(key, "exited before it was ready", p.deathCause())
-		}
-		var ready Ready
-		if f.Kind != KindReady || DecodeBody(f.Body, &ready) != nil {
-			p.kill(ErrProtocol)
-			return nil, m.failure(key, "sent a malformed first frame and was stopped", ErrProtocol)
-		}
-		p.startup = time.Since(spawned)
-		p.log.Debug().Strs("sandbox", ready.Sandbox).Dur("startup", p.startup).Bool("prestarted", prestarted).Msg("Spoke ready")
-		return p, nil
-	case <-startCtx.Done():
-		err := m.notStarted(startCtx, key, true)
-		p.kill(errors.Unwrap(err))
-		return nil, err
+	stop := context.AfterFunc(startCtx, func() { p.kill(errors.Unwrap(m.notStarted(startCtx, key, true))) })
+	dec := NewHubDecoder(c.conn, m.opts.MaxFrame)
+	f, ok := p.next(dec)
+	if !stop() {
+		return nil, m.notStarted(startCtx, key, true)
 	}
+	if !ok {
+		p.kill(ErrCrashed)
+		return nil, m.failure(key, "exited before it was ready", p.deathCause())
+	}
+	var ready Ready
+	if f.Kind != KindReady || DecodeBody(f.Body, &ready) != nil {
+		p.kill(ErrProtocol)
+		return nil, m.failure(key, "sent a malformed first frame and was stopped", ErrProtocol)
+	}
+	go p.readFrames(dec)
+	p.startup = time.Since(spawned)
+	p.log.Debug().Strs("sandbox", ready.Sandbox).Dur("startup", p.startup).Bool("prestarted", prestarted).Msg("Spoke ready")
+	return p, nil
 }

@@ -157,23 +157,8 @@ func (p *process) readFrames(dec *Decoder) {
 	defer close(p.frames)
 	defer p.conn.Close()
 	for {
-		f, took, err := dec.decodeTimed()
-		p.decoded.Add(int64(took))
-		if err != nil {
-			// EOF and a reset (the spoke ended with bytes unread) are its
-			// end, which wait reports; not a frame of its.
-			ended := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
-			if !ended && !(errors.Is(err, os.ErrDeadlineExceeded) && p.gone()) {
-				p.log.Warn().Err(err).Msg("Spoke sent a bad frame; stopping it")
-				p.kill(fmt.Errorf("%w: %v", ErrProtocol, err))
-			}
-			return
-		}
-		// A step's result answers the hub; only what the spoke sends on its
-		// own initiative counts against it.
-		if f.Kind != KindResult && !p.rate.allow(p.maxRate) {
-			p.log.Warn().Int("limit", p.maxRate).Msg("Spoke flooded the channel; stopping it")
-			p.kill(ErrFlood)
+		f, ok := p.next(dec)
+		if !ok {
 			return
 		}
 		// A frame is delivered even if the spoke has exited since.
@@ -188,6 +173,31 @@ func (p *process) readFrames(dec *Decoder) {
 			return
 		}
 	}
+}
+
+// next decodes the spoke's next frame within the frame rate; false once
+// the channel has ended or the spoke is killed for what it sent.
+func (p *process) next(dec *Decoder) (Frame, bool) {
+	f, took, err := dec.decodeTimed()
+	p.decoded.Add(int64(took))
+	if err != nil {
+		// EOF and a reset (the spoke ended with bytes unread) are its
+		// end, which wait reports; not a frame of its.
+		ended := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+		if !ended && !(errors.Is(err, os.ErrDeadlineExceeded) && p.gone()) {
+			p.log.Warn().Err(err).Msg("Spoke sent a bad frame; stopping it")
+			p.kill(fmt.Errorf("%w: %v", ErrProtocol, err))
+		}
+		return Frame{}, false
+	}
+	// A step's result answers the hub; only what the spoke sends on its
+	// own initiative counts against it.
+	if f.Kind != KindResult && !p.rate.allow(p.maxRate) {
+		p.log.Warn().Int("limit", p.maxRate).Msg("Spoke flooded the channel; stopping it")
+		p.kill(ErrFlood)
+		return Frame{}, false
+	}
+	return f, true
 }
 
 // frameRate counts a spoke's requests in a one-second window that also
@@ -392,6 +402,19 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler, hubTime *ti
 				return fail(hubTimeFailure(err))
 			}
 			timer.Reset(budget)
+		case KindMemory:
+			var m MemoryAppend
+			if err := DecodeBody(f.Body, &m); err != nil {
+				return fail("sent a malformed memory entry and was stopped", fmt.Errorf("%w: %v", ErrProtocol, err))
+			}
+			if err := h.AppendMemory(ctx, m); err != nil {
+				// No reply: the spoke carries on without the entry.
+				p.log.Debug().Err(err).Msg("Refused a spoke's memory entry")
+			}
+			if err := meter.stop(); err != nil {
+				return fail(hubTimeFailure(err))
+			}
+			timer.Reset(budget)
 		default:
 			reply, err := p.serve(ctx, f, h)
 			if errors.Is(err, ErrProtocol) {
@@ -438,12 +461,6 @@ func (p *process) serve(ctx context.Context, f Frame, h Handler) (Frame, error) 
 		var req HTTPRequest
 		if err = decode(&req); err == nil {
 			out, err = h.HTTP(ctx, req)
-		}
-	case KindMemory:
-		var req MemoryAppend
-		if err = decode(&req); err == nil {
-			err = h.AppendMemory(ctx, req)
-			out = struct{}{}
 		}
 	case KindData:
 		var req DataOp

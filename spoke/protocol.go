@@ -31,8 +31,9 @@ const (
 	KindReply Kind = "reply"
 )
 
-// Frames from a spoke to the hub. Every one but KindReady, KindOutput and
-// KindResult is a request the hub answers with a KindReply of the same ID.
+// Frames from a spoke to the hub. Every one but KindReady, KindMemory,
+// KindOutput and KindResult is a request the hub answers with a KindReply
+// of the same ID.
 const (
 	// KindReady is the spoke's first frame, sent after its sandbox is applied.
 	KindReady Kind = "ready"
@@ -44,7 +45,11 @@ const (
 	KindAppCall Kind = "app_call"
 	// KindHTTP asks the egress broker for one HTTP exchange (HTTPRequest → HTTPResponse).
 	KindHTTP Kind = "http"
-	// KindMemory appends to the spoke's own (user, app) memory (MemoryAppend → empty).
+	// KindMemory appends to the spoke's own (user, app) memory; its body
+	// is a MemoryAppend and it gets no reply: nothing the spoke does
+	// depends on the write, and a reply cost the hub a write and the
+	// spoke a wakeup at the end of every step. The hub serves it before
+	// the frames after it (the step's result), and logs a refusal.
 	KindMemory Kind = "memory"
 	// KindData reads or writes the app's own per-user data (DataOp → DataReply).
 	KindData Kind = "data"
@@ -229,6 +234,12 @@ type Step struct {
 	Function string `json:"function,omitempty"`
 	// Args are the plan's arguments for Function, already checked by the hub.
 	Args json.RawMessage `json:"args,omitempty"`
+	// ArgsComplete says the hub found Args to satisfy Function's request
+	// schema: the spoke runs Function with them at once, without asking
+	// its model and without checking them again. Unset, the spoke checks
+	// them itself (the hub's word is only ever a shortcut: arguments it
+	// did not mark are still run when they satisfy the schema).
+	ArgsComplete bool `json:"args_complete,omitempty"`
 	// Query is the user's request, given only to the spoke that answers it.
 	Query string `json:"query,omitempty"`
 	// Answer says this spoke writes the final answer to the user.

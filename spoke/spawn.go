@@ -51,19 +51,16 @@ func (c *child) discard() {
 	}()
 }
 
-// spawn starts the binary with args under policy, through the spawner,
-// with its ISC channel on fd 3 and fd4, when not nil, on fd 4. label names
-// the app in errors.
-func (m *Manager) spawn(ctx context.Context, label string, args []string, fd4 *os.File, policy sandbox.Policy) (*child, error) {
+// spawn starts the binary with args under policy, encoded (policy.Encode,
+// which the caller has put in args too), through the spawner, with its ISC
+// channel on fd 3 and fd4, when not nil, on fd 4. label names the app in
+// errors.
+func (m *Manager) spawn(ctx context.Context, label string, args []string, fd4 *os.File, policy sandbox.Policy, encoded string) (*child, error) {
 	// A missing protection is refused here with its whole error; the
 	// spawner checks again in sandbox.Prepare, and prepares the scratch
 	// for the id it leases the spoke.
 	if err := sandbox.CheckPolicy(policy); err != nil {
 		return nil, &Failure{App: label, Message: "could not be sandboxed", Err: err}
-	}
-	encoded, err := policy.Encode()
-	if err != nil {
-		return nil, &Failure{App: label, Message: "has no usable sandbox policy", Err: err}
 	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {

@@ -144,7 +144,7 @@ func (rt *runtime) runApp(ctx context.Context, step Step) Result {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
-	ready := apps.ValidateDocument(fn.Request, args) == nil
+	ready := step.ArgsComplete || apps.ValidateDocument(fn.Request, args) == nil
 	if ready {
 		s.checked = args
 	}
@@ -345,14 +345,16 @@ func (rt *runtime) callOwn(ctx context.Context, env apps.Env, fn apps.Function, 
 	return out, nil
 }
 
-// remember appends to the spoke's own memory; failures are only logged.
+// remember appends to the spoke's own memory; the hub answers nothing
+// (see KindMemory), and a failure to send is only logged: the result
+// that follows fails the same way.
 func (rt *runtime) remember(note string) {
 	note = strings.TrimSpace(note)
 	if note == "" {
 		return
 	}
-	if err := rt.request(KindMemory, MemoryAppend{Content: truncate(note, maxMemoryEntry)}, nil); err != nil {
-		rt.log.Debug().Err(err).Msg("Memory write refused")
+	if err := rt.notify(KindMemory, MemoryAppend{Content: truncate(note, maxMemoryEntry)}); err != nil {
+		rt.log.Debug().Err(err).Msg("Failed to send a memory entry")
 	}
 }
 

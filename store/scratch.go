@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -20,25 +21,32 @@ type ScratchEntry struct {
 // Scratch returns the id of the (user, app)'s scratch directory, a random
 // 32-digit hex string made on first use, and marks it used now. The id is
 // durable before Scratch returns it, so no directory is made under an id
-// the store could forget; the use is recorded later (Later).
+// the store could forget; the use is recorded later (Later), and to within
+// scratchUseGrain: every spoke start names its scratch, and a read and a
+// commit per start were most of the hub's own CPU for a spoke started from
+// a spare.
 func (s *Store) Scratch(ctx context.Context, user, app string) (string, error) {
 	if err := checkUserApp(user, app); err != nil {
 		return "", fmt.Errorf("failed to name scratch: %w", err)
 	}
+	now := time.Now()
+	if id, ok := s.scratch.recent(user, app, now); ok {
+		return id, nil
+	}
+	gen := s.scratch.generation()
 	id, err := s.scratchID(ctx, user, app)
 	switch {
 	case err == nil:
 		err = s.Later().write(ctx, func(ctx context.Context) error {
-			_, err := s.db.Exec(ctx, "UPDATE scratch SET used_at=$1 WHERE id=$2", nowNanos(), id)
+			_, err := s.db.Exec(ctx, "UPDATE scratch SET used_at=$1 WHERE id=$2", now.UnixNano(), id)
 			return err
 		})
 	case errors.Is(err, sql.ErrNoRows):
 		var b [16]byte
 		rand.Read(b[:])
 		err = s.write(ctx, func(ctx context.Context) error {
-			now := nowNanos()
 			_, err := s.db.Exec(ctx, `INSERT INTO scratch (user_id, app, id, created_at, used_at) VALUES ($1, $2, $3, $4, $4)
-				ON CONFLICT (user_id, app) DO NOTHING`, user, app, hex.EncodeToString(b[:]), now)
+				ON CONFLICT (user_id, app) DO NOTHING`, user, app, hex.EncodeToString(b[:]), now.UnixNano())
 			return err
 		})
 		if err == nil {
@@ -48,7 +56,74 @@ func (s *Store) Scratch(ctx context.Context, user, app string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("failed to name scratch of %s: %w", app, err)
 	}
+	s.scratch.used(user, app, id, now, gen)
 	return id, nil
+}
+
+// scratchUseGrain is how precisely a scratch's last use is recorded: a use
+// within it of the last one recorded is not written. The reaper's idle
+// time (hours to days) is far longer, and it never reaps the scratch of a
+// spoke that runs.
+const scratchUseGrain = time.Minute
+
+// scratchCache remembers, for the ids this process named, when their use
+// was last recorded, so that a spoke started within scratchUseGrain of the
+// last record of its scratch costs no database access.
+type scratchCache struct {
+	mu  sync.Mutex
+	ids map[[2]string]scratchUse // by (user, app)
+	// gen counts the deletions, so that an id read before one is not
+	// remembered after it.
+	gen uint64
+}
+
+type scratchUse struct {
+	id   string
+	used time.Time
+}
+
+func newScratchCache() *scratchCache {
+	return &scratchCache{ids: map[[2]string]scratchUse{}}
+}
+
+// recent returns the id of (user, app) when its use was recorded less than
+// scratchUseGrain before now.
+func (c *scratchCache) recent(user, app string, now time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, ok := c.ids[[2]string{user, app}]
+	if !ok || now.Sub(u.used) >= scratchUseGrain || now.Before(u.used) {
+		return "", false
+	}
+	return u.id, true
+}
+
+func (c *scratchCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// used remembers that the use of id, read at generation gen, was recorded
+// at t, unless an id was deleted since.
+func (c *scratchCache) used(user, app, id string, t time.Time, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen == gen {
+		c.ids[[2]string{user, app}] = scratchUse{id: id, used: t}
+	}
+}
+
+// forget drops id.
+func (c *scratchCache) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for k, u := range c.ids {
+		if u.id == id {
+			delete(c.ids, k)
+		}
+	}
 }
 
 func (s *Store) scratchID(ctx context.Context, user, app string) (string, error) {
@@ -57,8 +132,8 @@ func (s *Store) scratchID(ctx context.Context, user, app string) (string, error)
 	return id, err
 }
 
-// IdleScratches lists the scratch directories last used before t, oldest
-// first.
+// IdleScratches lists the scratch directories last used before t (as
+// recorded: to within scratchUseGrain), oldest first.
 func (s *Store) IdleScratches(ctx context.Context, t time.Time) ([]ScratchEntry, error) {
 	return s.scratches(ctx, "SELECT user_id, app, id, used_at FROM scratch WHERE used_at < $1 ORDER BY used_at", t.UnixNano())
 }
@@ -106,10 +181,14 @@ func (s *Store) scratches(ctx context.Context, query string, arg any) ([]Scratch
 // DeleteScratch forgets the scratch id, once its directory is gone; a
 // later Scratch of its (user, app) makes a new one.
 func (s *Store) DeleteScratch(ctx context.Context, id string) error {
+	s.scratch.forget(id)
 	err := s.write(ctx, func(ctx context.Context) error {
 		_, err := s.db.Exec(ctx, "DELETE FROM scratch WHERE id=$1", id)
 		return err
 	})
+	// Again: a Scratch that read id before the delete committed does not
+	// keep it (see scratchCache.used).
+	s.scratch.forget(id)
 	if err != nil {
 		return fmt.Errorf("failed to delete scratch %s: %w", id, err)
 	}

@@ -76,3 +76,42 @@ func TestScratchIDs(t *testing.T) {
 		t.Error("Scratch of an empty user succeeded")
 	}
 }
+
+// TestScratchUseRecordedOnce: naming a scratch again within
+// scratchUseGrain of its recorded use (every spoke start names its
+// scratch) writes nothing; the first use is recorded, and a deleted id is
+// not named again.
+func TestScratchUseRecordedOnce(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.Open(ctx, filepath.Join(t.TempDir(), "secgpt.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	first, err := s.Scratch(ctx, "@alice:x", "notes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.WriteStats()
+	for range 20 {
+		if id, err := s.Scratch(ctx, "@alice:x", "notes"); err != nil || id != first {
+			t.Fatalf("Scratch again = %q, %v; want %q", id, err, first)
+		}
+	}
+	// A waited write commits every write queued before it.
+	if err := s.Write(ctx, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.WriteStats().Writes - before.Writes; got != 1 {
+		t.Errorf("20 starts within the grain wrote %d times (with the flush), want 1", got)
+	}
+	if idle, err := s.IdleScratches(ctx, time.Now()); err != nil || len(idle) != 1 || idle[0].ID != first {
+		t.Errorf("IdleScratches(now) = %+v, %v; want the first use recorded", idle, err)
+	}
+	if err := s.DeleteScratch(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := s.Scratch(ctx, "@alice:x", "notes"); err != nil || id == first {
+		t.Errorf("Scratch after delete = %q, %v; want a new id", id, err)
+	}
+}

@@ -139,8 +139,9 @@ func (Faulty) Call(ctx context.Context, _ apps.Env, function string, args json.R
 	case "stall":
 		// Valid requests, fast enough to fill the channel but under the
 		// frame-rate limit's notice: the hub's replies pile up unread.
+		// (Probes: a memory entry gets no reply.)
 		for i := 0; i < 100000; i++ {
-			if err := enc.Encode(spoke.Frame{Kind: spoke.KindMemory, ID: uint64(1000 + i), Body: json.RawMessage(`{"content":"x"}`)}); err != nil {
+			if err := enc.Encode(spoke.Frame{Kind: spoke.KindProbe, ID: uint64(1000 + i), Body: json.RawMessage(`{"tool":"echo__say"}`)}); err != nil {
 				return nil, err
 			}
 		}
