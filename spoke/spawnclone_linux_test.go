@@ -53,7 +53,8 @@ func readProcState(t *testing.T, pid, id, nfds int) procState {
 		k, v, ok := strings.Cut(line, ":")
 		switch k {
 		case "Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs",
-			"Seccomp", "Seccomp_filters", "SigBlk", "SigIgn", "SigCgt", "SigQ", "Cpus_allowed_list":
+			"Seccomp", "Seccomp_filters", "SigBlk", "SigIgn", "SigCgt", "Cpus_allowed_list":
+			// Not SigQ: the signals queued to the whole uid.
 			if ok {
 				s.Status[k] = strings.TrimSpace(v)
 			}

@@ -82,6 +82,11 @@ func spawnerMain() int {
 			return exitUsage
 		}
 	}
+	// One P: the spawner's Go code is small, its starts wait in the
+	// kernel. With an idle P beside one in a system call, the runtime's
+	// monitor polls every 20 µs for as long as the call lasts; with none,
+	// it hands the P off once and sleeps.
+	goruntime.GOMAXPROCS(1)
 	s := &spawnerServer{conn: conn, starts: make(chan spawnJob), release: map[int]chan struct{}{}}
 	for range starters {
 		go s.starter()
