@@ -395,6 +395,7 @@ void spawn_maps(struct spawn_req *r) {
 	do
 		e = RS3(SYS_write, r->sync_w, &st, sizeof st);
 	while (e == -EINTR);
+	// r->sync_w is left as it is: the child may not have read it yet
+	// (it closes its own copy), and reads no field this thread changes.
 	RS1(SYS_close, r->sync_w);
-	r->sync_w = -1;
 }
