@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,7 +17,9 @@ import (
 	"github.com/secgpt/secgpt/sandbox"
 )
 
-// fdTargets are the descriptors pid holds and what each refers to.
+// fdTargets are the descriptors pid holds without close-on-exec (those
+// with it are the program's own, as the dynamic loader's libc while it
+// starts) and what each refers to.
 func fdTargets(t *testing.T, pid int) map[int]string {
 	t.Helper()
 	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
@@ -27,6 +30,19 @@ func fdTargets(t *testing.T, pid int) map[int]string {
 	out := map[int]string{}
 	for _, e := range entries {
 		n, _ := strconv.Atoi(e.Name())
+		info, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "fdinfo", e.Name()))
+		if err != nil {
+			continue // closed meanwhile: the program's own
+		}
+		var flags uint64
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				flags, _ = strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			}
+		}
+		if flags&syscall.O_CLOEXEC != 0 {
+			continue
+		}
 		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil {
 			out[n] = target
 		}
@@ -175,5 +191,53 @@ func TestCloneStartConcurrentStarts(t *testing.T) {
 				t.Errorf("spoke %d holds %v, want fds 0-3 with fd 3 %s", s.pid, fds, s.want)
 			}
 		}
+	}
+}
+
+// TestCloneStartExecErrorReaps: a start whose exec fails leaves no child,
+// not even a zombie: its starter reaps it before the stack it ran on is
+// used again.
+func TestCloneStartExecErrorReaps(t *testing.T) {
+	p := sandbox.Policy{Profile: sandbox.ProfileStrict, Limits: sandbox.DefaultLimits(), Namespaces: true}
+	if err := sandbox.CheckPolicy(p); err != nil {
+		t.Skip("this machine cannot sandbox the policy:", err)
+	}
+	garbage := filepath.Join(reachable(t), "garbage")
+	if err := os.WriteFile(garbage, []byte{0, 1, 2, 3}, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
+		stack, err := newStarterStack()
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		for range 4 {
+			cmd := exec.Command(garbage)
+			cmd.Stderr = os.Stderr
+			if err := sandbox.Prepare(cmd, p); err != nil {
+				done <- err.Error()
+				return
+			}
+			pid, err := stack.startCmd(cmd)
+			sandbox.Release(cmd)
+			if err == nil {
+				killReap(pid)
+				done <- "a garbage binary started"
+				return
+			}
+		}
+		children, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/children", syscall.Gettid()))
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- strings.TrimSpace(string(children))
+	}()
+	if left := <-done; left != "" {
+		t.Errorf("after failed starts the starter has children (or failed): %s", left)
 	}
 }
