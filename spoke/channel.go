@@ -14,11 +14,15 @@ import (
 // Why: a system call made the usual way (os.File.Read) tells the Go
 // scheduler it may block, and the first one after the spoke has been idle
 // wakes the runtime's monitor thread (sysmon), which then polls every
-// 20 µs for a millisecond and more: a spoke wakes a few times per step,
-// and on a machine where a wakeup is dear that polling cost it about a
-// fifth of its CPU time per warm step. The socket is non-blocking, so a
-// read or write returns at once (EAGAIN when it would wait, and then the
-// poller parks the goroutine): nothing here can hold a thread.
+// 20 µs for a millisecond and more, and takes the spoke's P away from a
+// call that a busy machine has not let finish within 20 µs. In a burst
+// (100 users' warm queries on 2 CPUs) that polling was 23 % of the
+// spokes' CPU samples (perf), and the spokes' context switches per query
+// fell from 16–28 to 5–8 without it (secgpt bench --sweep-only); a lone
+// spoke on a quiet machine sees no difference (BenchmarkWarmStepCPU). The
+// socket is non-blocking, so a read or write returns at once (EAGAIN when
+// it would wait, and then the poller parks the goroutine): nothing here
+// can hold a thread.
 type rawChannel struct {
 	f  *os.File
 	rc syscall.RawConn
