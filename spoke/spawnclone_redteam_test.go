@@ -31,9 +31,10 @@ func statusField(pid int, key string) string {
 	return ""
 }
 
-// catchChild returns the first child any thread of pid starts, stopped
-// (SIGSTOP) as soon as it is seen, or 0 if none came within a second.
-func catchChild(pid int) int {
+// catchChild returns the first child but known any thread of pid starts,
+// stopped (SIGSTOP) as soon as it is seen, or 0 if none came within a
+// second.
+func catchChild(pid, known int) int {
 	tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
 	if err != nil {
 		return 0
@@ -50,9 +51,11 @@ func catchChild(pid int) int {
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); {
 		for _, f := range files {
 			n, _ := f.ReadAt(buf, 0)
-			if c, err := strconv.Atoi(strings.TrimSpace(strings.Fields(string(buf[:n]) + " x")[0])); err == nil {
-				_ = syscall.Kill(c, syscall.SIGSTOP)
-				return c
+			for _, field := range strings.Fields(string(buf[:n])) {
+				if c, err := strconv.Atoi(field); err == nil && c != known {
+					_ = syscall.Kill(c, syscall.SIGSTOP)
+					return c
+				}
 			}
 		}
 	}
@@ -121,14 +124,21 @@ func spawnerDiesBeforePdeathsig(t *testing.T, encoded string) bool {
 		t.Fatal(err)
 	}
 	defer devnull.Close()
-	// Its threads start before its first request.
-	time.Sleep(50 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// A first spoke, so that the next child is a spoke's start: the
+	// spawner's first Prepare probes the namespaces with a child of its
+	// own.
+	first, err := s.Spawn(ctx, []string{spoke.ChildArg, "--spare", "--policy", encoded}, encoded, devnull, []*os.File{ch3, r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(first, syscall.SIGKILL)
+	time.Sleep(20 * time.Millisecond)
 	go func() {
 		_, _ = s.Spawn(ctx, []string{spoke.ChildArg, "--spare", "--policy", encoded}, encoded, devnull, []*os.File{ch3, r})
 	}()
-	child := catchChild(s.PID())
+	child := catchChild(s.PID(), first)
 	if child == 0 {
 		return false
 	}
