@@ -135,8 +135,15 @@ func spawnerDiesBeforePdeathsig(t *testing.T, encoded string) bool {
 	}
 	_ = syscall.Kill(first, syscall.SIGKILL)
 	time.Sleep(20 * time.Millisecond)
+	spawned := make(chan struct{})
 	go func() {
+		defer close(spawned)
 		_, _ = s.Spawn(ctx, []string{spoke.ChildArg, "--spare", "--policy", encoded}, encoded, devnull, []*os.File{ch3, r})
+	}()
+	// The files are closed only once the request is done with them.
+	defer func() {
+		cancel()
+		<-spawned
 	}()
 	child := catchChild(s.PID(), first)
 	if child == 0 {
