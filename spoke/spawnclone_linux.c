@@ -107,6 +107,33 @@ __attribute__((constructor)) static void spawn_record_nofile(void) {
 	}
 }
 
+// parent_pid is the pid of the child's parent in the spawner's PID
+// namespace, or a negative errno. In a new PID namespace getppid answers 0
+// whatever the parent (it lies outside), so it is read from /proc, the
+// spawner's, which the child still sees: its stat's fourth field.
+static long parent_pid(const struct spawn_req *r) {
+	char buf[512];
+	long n, fd, pid = 0, i;
+
+	if (!(r->cloneflags & CLONE_NEWPID))
+		return RS0(SYS_getppid);
+	fd = RS4(SYS_openat, AT_FDCWD, "/proc/self/stat", O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return fd;
+	n = RS3(SYS_read, fd, buf, sizeof buf - 1);
+	RS1(SYS_close, fd);
+	if (n <= 0)
+		return n < 0 ? n : -EIO;
+	// "pid (comm) state ppid ...": comm may hold ')', the last one ends it.
+	for (i = n - 1; i >= 0 && buf[i] != ')'; i--)
+		;
+	if (i < 0 || i + 4 >= n || buf[i + 1] != ' ' || buf[i + 3] != ' ')
+		return -EIO;
+	for (i += 4; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+		pid = pid * 10 + (buf[i] - '0');
+	return pid;
+}
+
 // MAX_FDS bounds a request's descriptors (the Go side falls back above it).
 #define MAX_FDS 64
 
@@ -199,11 +226,13 @@ static int spawn_child(void *arg) {
 		e = RS2(SYS_prctl, PR_SET_PDEATHSIG, r->pdeathsig);
 		if (e)
 			goto fail;
-		// The parent died before: signal ourselves, as Go does.
-		if (RS0(SYS_getppid) != r->ppid) {
-			e = RS2(SYS_kill, RS0(SYS_getpid), r->pdeathsig);
-			if (e)
-				goto fail;
+		// The parent died before: signal ourselves, as Go does, and
+		// fail should that not end us (the first process of a PID
+		// namespace ignores its own SIGKILL).
+		if (parent_pid(r) != r->ppid) {
+			RS2(SYS_kill, RS0(SYS_getpid), r->pdeathsig);
+			e = -ESRCH;
+			goto fail;
 		}
 	}
 	// Go's two passes: move each fds[i] < i (and the error pipe) above
@@ -366,6 +395,7 @@ void spawn_maps(struct spawn_req *r) {
 	do
 		e = RS3(SYS_write, r->sync_w, &st, sizeof st);
 	while (e == -EINTR);
+	// r->sync_w is left as it is: the child may not have read it yet
+	// (it closes its own copy), and reads no field this thread changes.
 	RS1(SYS_close, r->sync_w);
-	r->sync_w = -1;
 }
