@@ -281,8 +281,27 @@ func NewManager(opts Options) (*Manager, error) {
 
 // Run runs one step on the spoke for key, starting it if needed. Steps on
 // one spoke run one at a time. On a fault the spoke is killed and the error
-// is a *Failure; a later Run starts a fresh process.
+// is a *Failure; a later Run starts a fresh process. A warm spoke found
+// dead when its step is sent (it died at rest, its death not yet seen: its
+// spawner's death killed it, say) ran nothing of the step, which then runs
+// once more on a fresh process.
 func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Result, Info, error) {
+	res, info, err := m.runOnce(ctx, key, step, h)
+	var undelivered stepUndelivered
+	if !errors.As(err, &undelivered) {
+		return res, info, err
+	}
+	if info.Cold {
+		return res, info, undelivered.error
+	}
+	res, info, err = m.runOnce(ctx, key, step, h)
+	if errors.As(err, &undelivered) {
+		err = undelivered.error
+	}
+	return res, info, err
+}
+
+func (m *Manager) runOnce(ctx context.Context, key Key, step Step, h Handler) (Result, Info, error) {
 	p, cold, err := m.get(ctx, key, false)
 	if err != nil {
 		return Result{}, Info{}, err

@@ -294,6 +294,12 @@ func (p *process) write(f Frame, budget time.Duration) (time.Duration, error) {
 	return budget - time.Since(start), err
 }
 
+// stepUndelivered is the failure of a step whose frame could not reach its
+// spoke, which had died: nothing of the step ran (see Manager.Run).
+type stepUndelivered struct{ error }
+
+func (e stepUndelivered) Unwrap() error { return e.error }
+
 func describeWriteFailure(err error) (string, error) {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return "did not read the hub's messages in time and was stopped", fmt.Errorf("%w: %v", ErrDeadline, err)
@@ -344,7 +350,11 @@ func (p *process) runStep(ctx context.Context, step Step, h Handler, hubTime *ti
 	// for the spoke or writes to it, not while the hub serves its requests.
 	budget := p.stepTime
 	if budget, err = p.write(Frame{Kind: KindStep, ID: stepID, Body: body}, budget); err != nil {
-		return fail(describeWriteFailure(err))
+		res, failure := fail(describeWriteFailure(err))
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return res, failure // a spoke that stops reading is not started again
+		}
+		return res, stepUndelivered{failure}
 	}
 	timer := time.NewTimer(budget)
 	defer timer.Stop()

@@ -265,3 +265,42 @@ func BenchmarkColdStartHubCPU(b *testing.B) {
 	}
 	b.ReportMetric(float64(total)/float64(round)/1e6, "hub-cpu-ms/spoke")
 }
+
+// TestWarmSpokeDeadAtRestRunsAfresh: a warm spoke that died at rest, its
+// death not yet seen by the hub (its spawner, stopped here, has not
+// reported it), ran nothing of the next step, which runs on a fresh spoke
+// instead of failing the user's query.
+func TestWarmSpokeDeadAtRestRunsAfresh(t *testing.T) {
+	m := newManager(t, spoke.Options{})
+	k := key("@rest:x", "echo")
+	_, first, err := m.Run(context.Background(), k, step("say", `{"text":"hi"}`), &handler{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := spoke.SpawnerPID(m)
+	if err := syscall.Kill(sp, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan struct{})
+	defer func() { <-resumed }()
+	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
+		_ = syscall.Kill(sp, syscall.SIGCONT)
+		close(resumed)
+		t.Fatal(err)
+	}
+	// The channel's end closes as the spoke dies; its wait status stays
+	// with the stopped spawner until it runs again.
+	go func() {
+		defer close(resumed)
+		time.Sleep(300 * time.Millisecond)
+		_ = syscall.Kill(sp, syscall.SIGCONT)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	res, info, err := m.Run(context.Background(), k, step("say", `{"text":"again"}`), &handler{})
+	if err != nil || res.Error != "" {
+		t.Fatalf("the step after the spoke died at rest: %+v %v", res, err)
+	}
+	if !info.Cold || info.PID == first.PID {
+		t.Fatalf("ran on %+v, want a fresh spoke (the dead one was %d)", info, first.PID)
+	}
+}
