@@ -288,13 +288,9 @@ func NewManager(opts Options) (*Manager, error) {
 func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Result, Info, error) {
 	res, info, err := m.runOnce(ctx, key, step, h)
 	var undelivered stepUndelivered
-	if !errors.As(err, &undelivered) {
-		return res, info, err
+	if errors.As(err, &undelivered) && !info.Cold {
+		res, info, err = m.runOnce(ctx, key, step, h)
 	}
-	if info.Cold {
-		return res, info, undelivered.error
-	}
-	res, info, err = m.runOnce(ctx, key, step, h)
 	if errors.As(err, &undelivered) {
 		err = undelivered.error
 	}

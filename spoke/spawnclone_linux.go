@@ -203,17 +203,6 @@ func awaitExec(errPipe, pid int) error {
 	return err
 }
 
-// goStart starts cmd by os/exec: a fork of the whole spawner.
-func goStart(cmd *exec.Cmd) (int, error) {
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	pid := cmd.Process.Pid
-	// The caller reaps pid itself.
-	_ = cmd.Process.Release()
-	return pid, nil
-}
-
 // cloneable reports whether startCmd's clone does everything cmd asks:
 // the attributes sandbox.Prepare sets and no other, descriptors as files.
 func cloneable(cmd *exec.Cmd) bool {

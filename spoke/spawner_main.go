@@ -251,6 +251,17 @@ func (s *spawnerServer) send(r spawnerReply) {
 	}
 }
 
+// goStart starts cmd by os/exec, a fork of the whole spawner, and returns
+// its pid; the caller reaps it.
+func goStart(cmd *exec.Cmd) (int, error) {
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	return pid, nil
+}
+
 // reap waits for the spawner's child pid and removes it.
 func reap(pid int) {
 	for {
