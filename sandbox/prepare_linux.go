@@ -118,12 +118,21 @@ func setNamespaces(attr *syscall.SysProcAttr, flags uintptr, hostUID, hostGID in
 	}
 }
 
-// childEnv is the whole environment of a spoke, which Enter clears again:
-// one glibc tunable, read at start, that keeps glibc to one malloc arena, so
-// the address space a spoke needs does not grow with the machine's cores
-// (each arena reserves 64 MiB, up to 8 per core). No secret, no PATH.
+// childEnv is the whole environment of a spoke, which Enter clears again;
+// each entry is read once, at the process's start. No secret, no PATH.
 func childEnv() []string {
-	return []string{"GLIBC_TUNABLES=glibc.malloc.arena_max=1"}
+	return []string{
+		// glibc keeps to one malloc arena, so the address space a spoke
+		// needs does not grow with the machine's cores (each arena
+		// reserves 64 MiB, up to 8 per core).
+		"GLIBC_TUNABLES=glibc.malloc.arena_max=1",
+		// Go runs a spoke's goroutines on one processor: a spoke's work
+		// is one step at a time, and with more, idle threads spin
+		// looking for work and every psx round of Enter signals more of
+		// them (a burst of 100 cold spokes: 10 % less CPU). Its cgroup,
+		// not this, bounds what an app may take: an app can raise it.
+		"GOMAXPROCS=1",
+	}
 }
 
 // Prepare sets up cmd to start a spoke under policy p. It owns

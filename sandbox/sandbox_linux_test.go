@@ -337,6 +337,17 @@ func TestEnvironmentEmpty(t *testing.T) {
 	expect{allowed: true}.check(t, out)
 }
 
+// TestOneProcessor: a spoke's Go runtime starts with one processor, whatever
+// the machine has (see childEnv).
+func TestOneProcessor(t *testing.T) {
+	sbxtest.RequireFull(t)
+	out := sbxtest.Run(t, sbxtest.Child{Policy: strictPolicy(t), Attempt: "procs"})
+	expect{allowed: true}.check(t, out)
+	if out.Detail != "1" {
+		t.Errorf("GOMAXPROCS in a spoke = %s, want 1", out.Detail)
+	}
+}
+
 // TestInheritedFDsClosed passes two extra descriptors (4 and 5) without
 // close-on-exec: Enter must close them and keep 0–3 and the runtime's own.
 func TestInheritedFDsClosed(t *testing.T) {

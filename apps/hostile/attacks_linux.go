@@ -178,9 +178,11 @@ func allocate(n int64) Result {
 	return Result{Attack: attack, Outcome: Succeeded, Detail: fmt.Sprintf("mapped and touched %d bytes", n)}
 }
 
-// spin keeps every processor busy and never returns.
+// spin keeps every processor busy and never returns. A spoke starts with
+// one Go processor, so it first asks for as many as the machine has.
 func spin() {
-	for range runtime.GOMAXPROCS(0) - 1 {
+	runtime.GOMAXPROCS(runtime.NumCPU())
+	for range runtime.NumCPU() - 1 {
 		go burn()
 	}
 	burn()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,7 @@ var attempts = map[string]attempt{
 	"unshare":       entered(func([]string) (string, error) { return "", unix.Unshare(unix.CLONE_NEWNS) }),
 	"threads":       threads,
 	"env":           entered(env),
+	"procs":         entered(func([]string) (string, error) { return strconv.Itoa(runtime.GOMAXPROCS(0)), nil }),
 	"fds":           fds,
 	"workload":      entered(workload),
 	"ids":           ids,
