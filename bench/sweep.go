@@ -115,33 +115,37 @@ func (r *runner) level(ctx context.Context, n int) (Level, error) {
 	}
 	defer sys.Close()
 	// As on a bot that has been up a while: its spares are ready.
-	rest(ctx, sys)
+	r.rest(ctx, sys, "start")
 	l := Level{Users: n}
 	if l.Cold, err = burst(ctx, sys, 0, n, nil); err != nil {
 		return Level{}, err
 	}
 	// Other new users come once the system is at rest again: the pool
 	// has been refilled to what the first wave asked for.
-	rest(ctx, sys)
+	r.rest(ctx, sys, "the cold wave on a new bot")
 	if l.Learned, err = burst(ctx, sys, n, n, nil); err != nil {
 		return Level{}, err
 	}
 	// They come back once the system is at rest again, so that the warm
 	// wave measures warm queries, not the cold one's aftermath.
-	rest(ctx, sys)
+	r.rest(ctx, sys, "the cold wave on a learned bot")
 	if l.Warm, err = burst(ctx, sys, n, n, r.opts.AroundWarm); err != nil {
 		return Level{}, err
 	}
 	return l, nil
 }
 
-// rest waits until sys is at rest: its pool of spares filled to its size
-// at rest (up to 20 s), then its processes idle (see quiesce).
-func rest(ctx context.Context, sys System) {
-	for deadline := time.Now().Add(20 * time.Second); sys.Spares() < sys.RestSpares() && time.Now().Before(deadline) && ctx.Err() == nil; {
+// rest waits until sys is at rest after what: its pool of spares filled
+// to its size at rest (up to 20 s), then its processes idle (see
+// quiesce).
+func (r *runner) rest(ctx context.Context, sys System, after string) {
+	start := time.Now()
+	for deadline := start.Add(20 * time.Second); sys.Spares() < sys.RestSpares() && time.Now().Before(deadline) && ctx.Err() == nil; {
 		time.Sleep(20 * time.Millisecond)
 	}
+	filled := time.Since(start)
 	quiesce(ctx)
+	r.progress("      at rest after %s: %d of %d spares in %.1f s, idle after %.1f s", after, sys.Spares(), sys.RestSpares(), filled.Seconds(), time.Since(start).Seconds())
 }
 
 // burst sends n users' queries at once, of the users numbered from

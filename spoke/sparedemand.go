@@ -34,8 +34,8 @@ type demand struct {
 	// peak is the most starts seen within one quiet period, as of peakAt.
 	peak   float64
 	peakAt time.Time
-	// last is the last start or new expectation: a burst is on until a
-	// quiet period has passed since.
+	// last is the last expected spoke's start or new expectation: a
+	// burst is on until a quiet period has passed since.
 	last time.Time
 	// lead is how long, on average, an expected spoke waited from its
 	// user's first expectation to its start; spareStart, how long a
@@ -70,13 +70,14 @@ func (d *demand) expected(now time.Time) { d.last = now }
 
 // started notes a spoke's start, from a spare or not; lead is the time
 // since its user's first expectation, 0 when it was not expected. Only an
-// expected spoke's start counts in the peak: a spare is for the spokes
-// announced (see Manager.Expect).
+// expected spoke's start is demand, counted in the peak and in a burst: a
+// spare is for the spokes announced (see Manager.Expect), and a manager
+// told of none keeps its Options.Spares as before.
 func (d *demand) started(now time.Time, lead time.Duration) {
-	d.last = now
 	if lead <= 0 {
 		return
 	}
+	d.last = now
 	d.lead = ewma(d.lead, lead)
 	window := d.quiet()
 	drop := 0

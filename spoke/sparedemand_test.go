@@ -58,11 +58,11 @@ func TestDemandLearnsAPeakThatDecays(t *testing.T) {
 	if got := d.rest(end); got != 1 {
 		t.Errorf("rest after 10 starts 5 s apart = %d, want 1", got)
 	}
-	// A start nobody expected (no lead) is not counted.
+	// A start nobody expected (no lead) is neither counted nor a burst.
 	d = newDemand()
 	d.started(t0, 0)
-	if got := d.rest(t0); got != 0 {
-		t.Errorf("rest after an unexpected start = %d, want 0", got)
+	if got := d.rest(t0); got != 0 || !d.resting(t0) {
+		t.Errorf("after an unexpected start: rest %d, resting %v; want 0, true", got, d.resting(t0))
 	}
 }
 
