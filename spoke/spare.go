@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,14 +71,16 @@ type spareState struct {
 // Options.SpareIdle are dropped. s.mu must be held.
 func (m *Manager) wanted(now time.Time) (start, keep int) {
 	s := &m.spare
-	useful := 0
+	var ats []time.Time
 	for k, at := range s.expected {
 		if now.Sub(at) > m.opts.SpareIdle {
 			delete(s.expected, k)
-		} else if s.demand.useful(now, at) {
-			useful++
+		} else {
+			ats = append(ats, at)
 		}
 	}
+	slices.SortFunc(ats, time.Time.Compare)
+	useful := s.demand.servable(now, ats, len(m.spares)+s.starting)
 	rest := m.restSize(now)
 	keep = min(max(rest, len(s.expected)), cap(m.spares))
 	if !s.demand.resting(now) {

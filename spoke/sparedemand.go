@@ -110,11 +110,22 @@ func (d *demand) rest(now time.Time) int {
 	return int(math.Round(d.peakNow(now)))
 }
 
-// useful reports whether a spare started now can serve a spoke first
-// expected at: whether it is ready, by the average, before that spoke's
-// start is due. Before any start was measured, it is assumed so.
-func (d *demand) useful(now, at time.Time) bool {
-	return d.lead == 0 || now.Sub(at)+d.spareStart < d.lead
+// servable is how many of the expected spokes first expected at ats
+// (oldest first) spares can serve: the first covered, by the spares
+// waiting or starting; each further one if a spare started for it is
+// ready, by the averages, before its start is due, the j-th such spare
+// being ready after ceil(j/spareStarts) spare starts. Before any start
+// was measured, all of them.
+func (d *demand) servable(now time.Time, ats []time.Time, covered int) int {
+	n := min(covered, len(ats))
+	queued := 0
+	for _, at := range ats[n:] {
+		ready := now.Add(time.Duration((queued+spareStarts)/spareStarts) * d.spareStart)
+		if d.lead == 0 || ready.Before(at.Add(d.lead)) {
+			queued++
+		}
+	}
+	return n + queued
 }
 
 // spareMemory is what one waiting spare is counted to take of the

@@ -90,27 +90,40 @@ func TestDemandBurstEndsAfterQuiet(t *testing.T) {
 	}
 }
 
-// TestDemandUsefulSpares: a spare is started for an expected spoke only
-// while it can be ready before that spoke's start is due.
-func TestDemandUsefulSpares(t *testing.T) {
+// TestDemandServableSpares: a spare is started for an expected spoke only
+// while it can be ready before that spoke's start is due, the spares
+// queued before it counted.
+func TestDemandServableSpares(t *testing.T) {
+	at := func(n int, age time.Duration) []time.Time {
+		out := make([]time.Time, n)
+		for i := range out {
+			out[i] = t0.Add(-age)
+		}
+		return out
+	}
 	d := newDemand()
-	if !d.useful(t0.Add(time.Hour), t0) {
-		t.Error("with no lead measured, a spare is not useful")
+	if got := d.servable(t0, at(50, time.Hour), 0); got != 50 {
+		t.Errorf("with no lead measured: %d servable of 50, want all", got)
 	}
 	d.started(t0, time.Second)
 	d.spareStarted(100 * time.Millisecond)
 	tests := []struct {
-		age  time.Duration
-		want bool
+		name    string
+		n       int
+		age     time.Duration
+		covered int
+		want    int
 	}{
-		{0, true},
-		{800 * time.Millisecond, true},
-		{900 * time.Millisecond, false},
-		{2 * time.Second, false},
+		// Two at a time, 100 ms each: 9 rounds before the 1 s lead.
+		{"50 just expected", 50, 0, 0, 18},
+		{"50 just expected, 10 covered", 50, 0, 10, 28},
+		{"50 expected 850 ms ago", 50, 850 * time.Millisecond, 0, 2},
+		{"50 expected 850 ms ago, 60 covered", 50, 850 * time.Millisecond, 60, 50},
+		{"expected 2 s ago", 5, 2 * time.Second, 1, 1},
 	}
 	for _, tt := range tests {
-		if got := d.useful(t0.Add(tt.age), t0); got != tt.want {
-			t.Errorf("useful for a spoke expected %v ago = %v, want %v (lead 1 s, spare start 100 ms)", tt.age, got, tt.want)
+		if got := d.servable(t0, at(tt.n, tt.age), tt.covered); got != tt.want {
+			t.Errorf("%s: %d servable, want %d (lead 1 s, a spare start 100 ms, %d at a time)", tt.name, got, tt.want, spareStarts)
 		}
 	}
 }
