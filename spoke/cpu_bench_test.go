@@ -175,11 +175,13 @@ func BenchmarkClaimedSpareCPU(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// waitOneSpare waits until m holds one spare, and returns its pid.
-func waitOneSpare(b *testing.B, m *spoke.Manager) int {
+// waitOneSpare waits until m holds one spare that has finished its own
+// start (it waits in read on fd 4 for its launch arguments), and returns
+// its pid.
+func waitOneSpare(b testing.TB, m *spoke.Manager) int {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if pids := runningSpares(b); len(pids) == 1 && m.Spares() == 1 {
+		if pids := runningSpares(b); len(pids) == 1 && m.Spares() == 1 && readsLaunch(pids[0]) {
 			return pids[0]
 		}
 		if time.Now().After(deadline) {
@@ -200,4 +202,16 @@ func processFaults(b *testing.B, pid int) int64 {
 	minflt, _ := strconv.ParseInt(f[7], 10, 64)
 	majflt, _ := strconv.ParseInt(f[9], 10, 64)
 	return minflt + majflt
+}
+
+// readsLaunch reports whether a thread of process pid waits in read(2) on
+// fd 4, a spare's launch pipe.
+func readsLaunch(pid int) bool {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/syscall")
+	for _, t := range tasks {
+		if raw, err := os.ReadFile(t); err == nil && strings.HasPrefix(string(raw), "0 0x4 ") {
+			return true
+		}
+	}
+	return false
 }
