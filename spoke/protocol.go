@@ -111,7 +111,7 @@ const (
 )
 
 // NewEncoder returns an encoder that refuses frames over max bytes.
-func NewEncoder(w io.Writer, max int) *Encoder { return &Encoder{w: w, max: max} }
+func NewEncoder(w io.Writer, max int) *Encoder { return &Encoder{w: rawSocket(w), max: max} }
 
 // Encode writes one frame, after any frames held for it, in one write.
 // Its Body must be valid JSON.
@@ -201,9 +201,11 @@ type Decoder struct {
 	kinds map[Kind]bool
 }
 
-// NewHubDecoder reads frames a spoke sends to the hub.
+// NewHubDecoder reads frames a spoke sends to the hub. A Unix socket
+// (the hub's end of a spoke's channel), like NewEncoder's, is read with
+// raw system calls (rawSocket).
 func NewHubDecoder(r io.Reader, max int) *Decoder {
-	return &Decoder{r: bufio.NewReader(r), max: max, kinds: spokeKinds}
+	return &Decoder{r: bufio.NewReader(rawSocket(r)), max: max, kinds: spokeKinds}
 }
 
 // NewSpokeDecoder reads frames the hub sends to a spoke.
