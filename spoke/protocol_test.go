@@ -130,13 +130,6 @@ func TestHoldBounded(t *testing.T) {
 	}
 }
 
-func TestEncoderRefusesInvalidBody(t *testing.T) {
-	var w writeCounter
-	if err := NewEncoder(&w, DefaultMaxFrame).Encode(Frame{Kind: KindReply, ID: 1, Body: json.RawMessage(`{"a":`)}); err == nil || w.writes != 0 {
-		t.Fatalf("Encode() = %v after %d writes, want an error and none", err, w.writes)
-	}
-}
-
 func TestDecoderRefuses(t *testing.T) {
 	tests := []struct {
 		name  string
