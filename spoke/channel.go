@@ -3,6 +3,7 @@ package spoke
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"syscall"
 	"unsafe"
@@ -23,18 +24,35 @@ import (
 // socket is non-blocking, so a read or write returns at once (EAGAIN when
 // it would wait, and then the poller parks the goroutine): nothing here
 // can hold a thread.
+//
+// The hub reads and writes its end the same way (see rawSocket): there the
+// monitor's polling costs the hub, which serves a hundred spokes at once.
 type rawChannel struct {
-	f  *os.File
 	rc syscall.RawConn
 }
 
 // newRawChannel wraps a non-blocking socket.
-func newRawChannel(f *os.File) (*rawChannel, error) {
-	rc, err := f.SyscallConn()
+func newRawChannel(c syscall.Conn) (*rawChannel, error) {
+	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil, fmt.Errorf("failed to reach the ISC socket: %w", err)
 	}
-	return &rawChannel{f: f, rc: rc}, nil
+	return &rawChannel{rc: rc}, nil
+}
+
+// rawSocket is c read and written as a rawChannel when it is a Unix
+// socket of the net package, which is always non-blocking and in the
+// poller (its deadlines and Close apply to raw reads and writes too), and
+// c itself otherwise.
+func rawSocket[T any](c T) T {
+	if u, ok := any(c).(*net.UnixConn); ok {
+		if raw, err := newRawChannel(u); err == nil {
+			if t, ok := any(raw).(T); ok {
+				return t
+			}
+		}
+	}
+	return c
 }
 
 // Read reads what is there, waiting in the poller while nothing is.

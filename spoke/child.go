@@ -233,12 +233,19 @@ type errHub struct{ msg string }
 
 func (e *errHub) Error() string { return e.msg }
 
-// notify sends one frame that gets no reply.
+// notify sends one frame that gets no reply together with the frame that
+// follows it (Encoder.Hold): a step's output goes with the model request
+// that comes next, its memory entry with its result. The hub sees the same
+// frames in the same order, with one wakeup instead of two.
 func (rt *runtime) notify(kind Kind, body any) error {
+	b, err := jsonMarshal(body)
+	if err != nil {
+		return err
+	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.nextID++
-	return rt.send(Frame{Kind: kind, ID: rt.nextID}, body)
+	return rt.enc.Hold(Frame{Kind: kind, ID: rt.nextID, Body: b})
 }
 
 // request sends one request and waits for its reply.

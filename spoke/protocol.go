@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/secgpt/secgpt/apps"
@@ -96,25 +97,97 @@ var (
 type Encoder struct {
 	w   io.Writer
 	max int
+	// buf holds the frames being written, beginning with those held for
+	// the next write (Hold); it is kept between writes.
+	buf  []byte
+	held int
 }
 
-// NewEncoder returns an encoder that refuses frames over max bytes.
-func NewEncoder(w io.Writer, max int) *Encoder { return &Encoder{w: w, max: max} }
+// Bounds on an Encoder's buffer: frames held beyond maxHeld are written
+// at once, and a buffer grown beyond keepBuf by a large frame is not kept.
+const (
+	maxHeld = 64 << 10
+	keepBuf = 64 << 10
+)
 
-// Encode writes one frame.
+// NewEncoder returns an encoder that refuses frames over max bytes.
+func NewEncoder(w io.Writer, max int) *Encoder { return &Encoder{w: rawSocket(w), max: max} }
+
+// Encode writes one frame, after any frames held for it, in one write.
+// Its Body must be JSON, as json.Marshal writes it: the encoder does not
+// scan it again (that cost as much as decoding it), and the peer's decoder
+// refuses a frame that is not JSON.
 func (e *Encoder) Encode(f Frame) error {
-	f.V = ProtocolVersion
-	b, err := json.Marshal(f)
+	if err := e.append(f); err != nil {
+		return err
+	}
+	return e.flush()
+}
+
+// Hold encodes one frame that asks for no reply and keeps it for the next
+// Encode, which writes both at once: a frame the peer need not see before
+// the next one (KindMemory, KindOutput) then costs neither side a system
+// call or a wakeup of its own. Held frames are written in order, before
+// the frame that follows them, and at once beyond maxHeld bytes; a caller
+// must Encode a frame after the last it held.
+func (e *Encoder) Hold(f Frame) error {
+	if err := e.append(f); err != nil {
+		return err
+	}
+	e.held = len(e.buf)
+	if e.held > maxHeld {
+		return e.flush()
+	}
+	return nil
+}
+
+// append encodes f after the held frames, as json.Marshal would but
+// without checking, compacting and copying a body that is already JSON; a
+// frame that fails leaves the held frames as they were.
+func (e *Encoder) append(f Frame) error {
+	start := len(e.buf)
+	b := append(e.buf, 0, 0, 0, 0)
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, ProtocolVersion, 10)
+	b = append(b, `,"kind":`...)
+	b = appendString(b, string(f.Kind))
+	b = append(b, `,"id":`...)
+	b = strconv.AppendUint(b, f.ID, 10)
+	if len(f.Body) > 0 {
+		b = append(b, `,"body":`...)
+		b = append(b, f.Body...)
+	}
+	if f.Error != "" {
+		b = append(b, `,"error":`...)
+		b = appendString(b, f.Error)
+	}
+	b = append(b, '}')
+	n := len(b) - start - 4
+	if n > e.max {
+		e.buf = b[:start]
+		return fmt.Errorf("failed to encode %s frame of %d bytes: %w", f.Kind, n, ErrFrameTooLarge)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(n))
+	e.buf = b
+	return nil
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(b, q...)
+}
+
+// flush writes the buffer; whatever the outcome, it is then empty.
+func (e *Encoder) flush() error {
+	_, err := e.w.Write(e.buf)
+	e.held = 0
+	if cap(e.buf) > keepBuf {
+		e.buf = nil
+	} else {
+		e.buf = e.buf[:0]
+	}
 	if err != nil {
-		return fmt.Errorf("failed to encode frame: %w", err)
-	}
-	if len(b) > e.max {
-		return fmt.Errorf("failed to encode %s frame of %d bytes: %w", f.Kind, len(b), ErrFrameTooLarge)
-	}
-	buf := make([]byte, 4+len(b))
-	binary.BigEndian.PutUint32(buf, uint32(len(b)))
-	copy(buf[4:], b)
-	if _, err := e.w.Write(buf); err != nil {
 		return fmt.Errorf("failed to write frame: %w", err)
 	}
 	return nil
@@ -127,9 +200,11 @@ type Decoder struct {
 	kinds map[Kind]bool
 }
 
-// NewHubDecoder reads frames a spoke sends to the hub.
+// NewHubDecoder reads frames a spoke sends to the hub. A Unix socket
+// (the hub's end of a spoke's channel), like NewEncoder's, is read with
+// raw system calls (rawSocket).
 func NewHubDecoder(r io.Reader, max int) *Decoder {
-	return &Decoder{r: bufio.NewReader(r), max: max, kinds: spokeKinds}
+	return &Decoder{r: bufio.NewReader(rawSocket(r)), max: max, kinds: spokeKinds}
 }
 
 // NewSpokeDecoder reads frames the hub sends to a spoke.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,102 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 	if got.V != ProtocolVersion || got.Kind != want.Kind || got.ID != want.ID || string(got.Body) != string(want.Body) {
 		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestEncodeAsMarshal: the encoder writes each frame as the JSON that
+// json.Marshal would, length first, whatever its kind, error text and body
+// (only unescaped: a body is written as it is).
+func TestEncodeAsMarshal(t *testing.T) {
+	frames := []Frame{
+		{Kind: KindStep, ID: 1, Body: json.RawMessage(`{"id":"s1","args":{"text":"<b>&</b>"}}`)},
+		{Kind: KindReply, ID: 1 << 63, Error: "refused: \"quoted\" <html> & \u2028 \x00 \xff"},
+		{Kind: KindResult, ID: 0},
+		{Kind: KindMemory, ID: 42, Body: json.RawMessage(`"just a string"`)},
+	}
+	for _, f := range frames {
+		var buf bytes.Buffer
+		if err := NewEncoder(&buf, DefaultMaxFrame).Encode(f); err != nil {
+			t.Fatal(err)
+		}
+		f.V = ProtocolVersion
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := buf.Bytes()
+		if n := binary.BigEndian.Uint32(got); int(n) != len(got)-4 {
+			t.Fatalf("Encode(%s) wrote length %d before %d bytes", f.Kind, n, len(got)-4)
+		}
+		var gotV, wantV any
+		if err := json.Unmarshal(got[4:], &gotV); err != nil {
+			t.Fatalf("Encode(%s) wrote %q: %v", f.Kind, got, err)
+		}
+		if err := json.Unmarshal(want, &wantV); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(gotV, wantV) {
+			t.Errorf("Encode(%s) wrote %q, want %s", f.Kind, got, want)
+		}
+	}
+}
+
+// writeCounter counts the writes made to it.
+type writeCounter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *writeCounter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// TestHoldWritesWithNext: a held frame goes out with the next frame, in
+// one write and in order; a next frame over the limit fails alone and
+// leaves the held one for the frame after it.
+func TestHoldWritesWithNext(t *testing.T) {
+	var w writeCounter
+	enc := NewEncoder(&w, 64)
+	if err := enc.Hold(Frame{Kind: KindOutput, ID: 1, Body: json.RawMessage(`{"output":{}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if w.writes != 0 {
+		t.Fatalf("Hold wrote %d times, want 0", w.writes)
+	}
+	if err := enc.Encode(Frame{Kind: KindResult, ID: 2, Body: json.RawMessage(`"` + strings.Repeat("x", 64) + `"`)}); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("Encode() error = %v, want ErrFrameTooLarge", err)
+	}
+	if err := enc.Encode(Frame{Kind: KindResult, ID: 2, Body: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if w.writes != 1 {
+		t.Fatalf("%d writes, want 1", w.writes)
+	}
+	dec := NewHubDecoder(&w, 64)
+	for _, want := range []Kind{KindOutput, KindResult} {
+		f, err := dec.Decode()
+		if err != nil || f.Kind != want {
+			t.Fatalf("Decode() = %s, %v; want a %s frame", f.Kind, err, want)
+		}
+	}
+	if _, err := dec.Decode(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the frames: %v, want EOF", err)
+	}
+}
+
+// TestHoldBounded: frames held beyond maxHeld bytes are written at once.
+func TestHoldBounded(t *testing.T) {
+	var w writeCounter
+	enc := NewEncoder(&w, DefaultMaxFrame)
+	body := json.RawMessage(`{"content":"` + strings.Repeat("x", 1000) + `"}`)
+	for i := 0; w.writes == 0; i++ {
+		if i > maxHeld/1000+1 {
+			t.Fatalf("%d frames held and none written", i)
+		}
+		if err := enc.Hold(Frame{Kind: KindMemory, ID: uint64(i), Body: body}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -96,4 +193,13 @@ func FuzzDecodeFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWarmFramesRunsWhole: a spare's warm-up (warmFrames) runs each of its
+// encodings, decodings and the validation to its end: one that failed
+// would leave the rest cold and say nothing.
+func TestWarmFramesRunsWhole(t *testing.T) {
+	if err := warmFrames(); err != nil {
+		t.Fatalf("warmFrames: %v", err)
+	}
 }

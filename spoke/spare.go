@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/llm"
 	"github.com/secgpt/secgpt/sandbox"
 )
 
@@ -456,7 +458,8 @@ func enterSpare(policyText string) (*sandbox.Spare, error) {
 	if err != nil {
 		return nil, err
 	}
-	warmFrames()
+	// Best effort: a failure here costs the claim the warm-up, no more.
+	_ = warmFrames()
 	// What the start-up and EnterSpare allocated is collected now, while
 	// the spare waits, not by a collection the claim's own allocations
 	// would start.
@@ -464,27 +467,73 @@ func enterSpare(policyText string) (*sandbox.Spare, error) {
 	return sb, nil
 }
 
-// warmFrames encodes a ready frame and decodes a step frame, both made
-// here, so that a claimed spare's ready frame and first step find the
-// code paged in and the JSON type caches built: they cost page faults and
-// reflection on the claim's path otherwise. Nothing is read from outside.
-func warmFrames() {
+// warmSchema and warmDoc are a request schema and document of the kinds
+// apps declare (an object of bounded strings, a number, an enum), made here.
+const (
+	warmSchema = `{"type":"object","properties":{"text":{"type":"string","maxLength":100},"n":{"type":"number","minimum":0},"unit":{"type":"string","enum":["a","b"]},"tags":{"type":"array","items":{"type":"string"}}},"required":["text"],"additionalProperties":false}`
+	warmDoc    = `{"text":"warm","n":1,"unit":"a","tags":["x"]}`
+)
+
+// warmFrames runs, on values made here, the app-independent part of a
+// step as a claimed spare's first one runs it: the ready frame's encoding,
+// a step frame's decoding with each of its fields, a model request's
+// encoding and its reply's decoding, a JSON schema's resolution and a
+// document's validation, a result's encoding. A spare that has not run them
+// pays, in its first step, the page faults of their code and the building
+// of encoding/json's per-type codecs (the schema type's is large).
+// Nothing is read from outside.
+func warmFrames() error {
 	body, err := jsonMarshal(Ready{PID: os.Getpid(), Sandbox: []string{fmt.Sprintf("%s=%s (%s)", "spare", "on", "warm")}})
 	if err != nil {
-		return
+		return err
 	}
 	var frames bytes.Buffer
 	enc := NewEncoder(&frames, DefaultMaxFrame)
-	_ = enc.Encode(Frame{Kind: KindReady, Body: body})
+	if err := enc.Encode(Frame{Kind: KindReady, Body: body}); err != nil {
+		return err
+	}
 	frames.Reset()
-	if body, err = jsonMarshal(Step{ID: "warm", Function: "warm", Args: json.RawMessage(`{}`)}); err != nil {
-		return
+	call := llm.ToolCall{ID: "c1", Name: "warm__warm", Arguments: warmDoc}
+	msgs := []llm.Message{
+		{Role: llm.RoleUser, Content: "warm"},
+		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call}},
+		{Role: llm.RoleTool, ToolCallID: "c1", Content: warmDoc},
 	}
-	if enc.Encode(Frame{Kind: KindStep, Body: body}) != nil {
-		return
+	step := Step{ID: "warm", Function: "warm", Args: json.RawMessage(warmDoc), ArgsComplete: true, Query: "warm",
+		Answer: true, Memory: []string{"warm"}, History: msgs, Functions: []string{"warm"}, OtherTools: []string{"warm__other"},
+		Results: []StepOutput{{Tool: "warm__warm", Args: json.RawMessage(warmDoc), Result: json.RawMessage(warmDoc)}}, MaxLLMCalls: 1}
+	reply := LLMReply{Message: llm.Message{Role: llm.RoleAssistant, Content: "warm", ToolCalls: []llm.ToolCall{call}},
+		Refused: []RefusedCall{{ID: "c2", Name: "warm__other", Reason: "warm"}}}
+	for _, f := range []struct {
+		kind Kind
+		body any
+	}{{KindStep, step}, {KindReply, reply}} {
+		if body, err = jsonMarshal(f.body); err != nil {
+			return err
+		}
+		if err := enc.Encode(Frame{Kind: f.kind, Body: body}); err != nil {
+			return err
+		}
 	}
-	if f, err := NewSpokeDecoder(&frames, DefaultMaxFrame).Decode(); err == nil {
-		var step Step
-		_ = DecodeBody(f.Body, &step)
+	dec := NewSpokeDecoder(&frames, DefaultMaxFrame)
+	for _, v := range []any{&step, &reply} {
+		f, err := dec.Decode()
+		if err != nil {
+			return err
+		}
+		if err := DecodeBody(f.Body, v); err != nil {
+			return err
+		}
 	}
+	if err := apps.ValidateDocument(json.RawMessage(warmSchema), json.RawMessage(warmDoc)); err != nil {
+		return err
+	}
+	req := LLMRequest{Messages: msgs, Tools: []llm.Tool{{Name: "warm__warm", Description: "warm", Parameters: json.RawMessage(warmSchema)}}}
+	res := Result{Output: json.RawMessage(warmDoc), Answer: "warm", Calls: []CallLog{{Tool: "warm__warm", Args: json.RawMessage(warmDoc), Result: json.RawMessage(warmDoc)}}}
+	for _, v := range []any{req, res, Output{Output: json.RawMessage(warmDoc)}, MemoryAppend{Content: "warm"}} {
+		if _, err := jsonMarshal(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }

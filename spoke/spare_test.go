@@ -61,7 +61,7 @@ func procField(t *testing.T, pid int, name string) string {
 // runningSpares lists the waiting spares of this test process: the
 // children of its spawners started with --spare (zombies excluded) that are
 // not confined yet.
-func runningSpares(t *testing.T) []int {
+func runningSpares(t testing.TB) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {

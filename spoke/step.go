@@ -224,8 +224,8 @@ func (s *appStep) finish(answer string) Result {
 }
 
 // report sends the planned function's result to the hub as soon as it is
-// known, once, when this step writes an answer: the hub may use it while
-// the model writes.
+// known, once, when this step writes an answer: with the model request
+// that follows at once, so that the hub may use it while the model writes.
 func (s *appStep) report() {
 	if s.reported || s.output == nil || !s.step.Answer {
 		return
@@ -347,7 +347,7 @@ func (rt *runtime) callOwn(ctx context.Context, env apps.Env, fn apps.Function, 
 
 // remember appends to the spoke's own memory; the hub answers nothing
 // (see KindMemory), and a failure to send is only logged: the result
-// that follows fails the same way.
+// that follows, and carries it, fails the same way.
 func (rt *runtime) remember(note string) {
 	note = strings.TrimSpace(note)
 	if note == "" {
