@@ -285,7 +285,7 @@ func NewManager(opts Options) (*Manager, error) {
 		stopReaper: make(chan struct{}),
 		reaperDone: make(chan struct{}),
 		spares:     make(chan *child, opts.MaxSpares),
-		spare: spareState{expected: map[Key]time.Time{},
+		spare: spareState{expected: map[Key]time.Time{}, firstSteps: map[Key]time.Time{},
 			demand: demand{halfLife: opts.SpareHalfLife, minQuiet: opts.SpareQuiet, max: opts.MaxSpares}},
 		refill:     make(chan struct{}, 1),
 		stopSpares: make(chan struct{}),
@@ -310,6 +310,9 @@ func (m *Manager) Run(ctx context.Context, key Key, step Step, h Handler) (Resul
 	}
 	if errors.As(err, &undelivered) {
 		err = undelivered.error
+	}
+	if info.Cold {
+		m.firstStepDone(key)
 	}
 	return res, info, err
 }

@@ -51,7 +51,11 @@ type spareState struct {
 	// expected are the keys announced by Expect whose spokes have not
 	// started yet, with when they were first announced.
 	expected map[Key]time.Time
-	demand   demand
+	// firstSteps are the expected spokes started whose first step has
+	// not ended, with when they started: a burst lasts until their
+	// requests are about answered.
+	firstSteps map[Key]time.Time
+	demand     demand
 	// memoryAllows is how many spares memory allows (sparesMemoryAllows),
 	// as read at memoryAt.
 	memoryAllows int
@@ -79,6 +83,12 @@ func (m *Manager) wanted(now time.Time) (start, keep int) {
 			delete(s.expected, k)
 		} else {
 			ats = append(ats, at)
+		}
+	}
+	// A spoke started ahead of a step that never came.
+	for k, at := range s.firstSteps {
+		if now.Sub(at) > m.opts.SpareIdle {
+			delete(s.firstSteps, k)
 		}
 	}
 	slices.SortFunc(ats, time.Time.Compare)
@@ -301,7 +311,7 @@ func (m *Manager) Expect(keys ...Key) {
 			m.spare.expected[k] = now
 		}
 	}
-	m.spare.demand.expected(now)
+	m.spare.demand.active(now)
 	m.spare.mu.Unlock()
 	m.refillSpares()
 }
@@ -346,8 +356,25 @@ func (m *Manager) started(key Key) {
 		lead = now.Sub(first)
 	}
 	s.demand.started(now, lead)
+	if lead > 0 {
+		s.firstSteps[key] = now
+	}
 	delete(s.expected, key)
 	delete(s.expected, Key{User: key.User, Session: key.Session, App: AnyApp})
+}
+
+// firstStepDone notes that the first step of key's spoke ended: if it
+// was expected, its request is about answered, and the burst it belongs
+// to lasts a quiet period more, so that the pool's refill does not
+// compete with the burst's last answers.
+func (m *Manager) firstStepDone(key Key) {
+	s := &m.spare
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.firstSteps[key]; ok {
+		delete(s.firstSteps, key)
+		s.demand.active(time.Now())
+	}
 }
 
 // Prestart starts the spoke of key now, when none runs, without running

@@ -18,7 +18,8 @@ import (
 // a burst a spare starts only for an expected spoke that no waiting or
 // starting spare covers and that it can still serve; and the pool is
 // refilled to its rest size only once the burst is over: no spoke
-// started and none newly expected for a quiet period.
+// started, none newly expected and no started one's first step ended for
+// a quiet period.
 
 // demand is the manager's record of recent spoke starts. Its methods take
 // the time, so that the rules are tested without waiting; the caller
@@ -34,8 +35,9 @@ type demand struct {
 	// peak is the most starts seen within one quiet period, as of peakAt.
 	peak   float64
 	peakAt time.Time
-	// last is the last expected spoke's start or new expectation: a
-	// burst is on until a quiet period has passed since.
+	// last is the last expected spoke's start or first step's end, or
+	// new expectation: a burst is on until a quiet period has passed
+	// since.
 	last time.Time
 	// lead is how long, on average, an expected spoke waited from its
 	// user's first expectation to its start; spareStart, how long a
@@ -65,8 +67,10 @@ func (d *demand) resting(now time.Time) bool {
 	return now.Sub(d.last) >= d.quiet()
 }
 
-// expected notes a new expectation: a request arrived for a spoke.
-func (d *demand) expected(now time.Time) { d.last = now }
+// active notes what keeps a burst on: a new expectation (a request
+// arrived for a spoke), or the end of an expected spoke's first step
+// (its request is about answered).
+func (d *demand) active(now time.Time) { d.last = now }
 
 // started notes a spoke's start, from a spare or not; lead is the time
 // since its user's first expectation, 0 when it was not expected. Only an

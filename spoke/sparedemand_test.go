@@ -74,7 +74,7 @@ func TestDemandBurstEndsAfterQuiet(t *testing.T) {
 	if !d.resting(t0) {
 		t.Fatal("a new demand is not at rest")
 	}
-	d.expected(t0)
+	d.active(t0)
 	if d.resting(t0.Add(999 * time.Millisecond)) {
 		t.Error("at rest 999 ms after an expectation, want a burst for SpareQuiet (1 s)")
 	}
@@ -145,7 +145,7 @@ func TestWantedDuringAndAfterABurst(t *testing.T) {
 		for i := from; i < from+n; i++ {
 			m.spare.expected[Key{User: fmt.Sprintf("@u%d:x", i), App: "a", Session: "s"}] = at
 		}
-		m.spare.demand.expected(at)
+		m.spare.demand.active(at)
 	}
 	start := func(m *Manager, at time.Time, from, n int) {
 		for i := from; i < from+n; i++ {
@@ -200,4 +200,31 @@ func TestWantedDuringAndAfterABurst(t *testing.T) {
 	start(m, t0.Add(time.Second), 0, 100)
 	s, k = wanted(m, t0.Add(10*time.Second))
 	check("MaxSpares 64 after 100 started", s, k, 64, 64)
+}
+
+// TestBurstLastsUntilFirstStepsEnd: the end of an expected spoke's first
+// step (its request about answered) keeps the burst on for a quiet period
+// more; that of a spoke nobody expected does not.
+func TestBurstLastsUntilFirstStepsEnd(t *testing.T) {
+	m := &Manager{
+		opts:  Options{SpareIdle: 30 * time.Second},
+		spare: spareState{expected: map[Key]time.Time{}, firstSteps: map[Key]time.Time{}, demand: newDemand()},
+	}
+	expected, unexpected := Key{User: "@a:x", App: "a", Session: "s"}, Key{User: "@b:x", App: "a", Session: "s"}
+	m.spare.expected[expected] = time.Now().Add(-2 * time.Minute)
+	m.started(expected)
+	m.started(unexpected)
+	// As if the start was long ago: only the first step's end counts.
+	m.spare.demand.last = time.Now().Add(-time.Hour)
+	m.firstStepDone(unexpected)
+	if !m.spare.demand.resting(time.Now()) {
+		t.Fatal("the first step of a spoke nobody expected started a burst")
+	}
+	m.firstStepDone(expected)
+	if m.spare.demand.resting(time.Now()) {
+		t.Fatal("at rest right after an expected spoke's first step ended")
+	}
+	if len(m.spare.firstSteps) != 0 {
+		t.Fatalf("first steps left: %v", m.spare.firstSteps)
+	}
 }
