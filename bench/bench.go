@@ -43,8 +43,9 @@ const DefaultLatency = time.Second
 // System is an isolated system the benchmark drives.
 type System struct {
 	Hub *hub.Hub
-	// Spares returns how many spokes are started ahead of need.
-	Spares func() int
+	// Spares returns how many spokes are started ahead of need;
+	// RestSpares, how many the system keeps so at rest.
+	Spares, RestSpares func() int
 	// Close releases the system (its spokes).
 	Close func()
 }
@@ -89,7 +90,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	queries := Queries(opts.PerCategory)
 	known := slices.Clone(queries)
-	for i := range slices.Max(append(opts.Users, 0)) {
+	// Each level's users and as many more (see Level).
+	for i := range 2 * slices.Max(append(opts.Users, 0)) {
 		known = append(known, sweepQuery(i))
 	}
 	meter := &meter{}
@@ -120,7 +122,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, err
 		}
 		for _, l := range report.Sweep {
-			for _, b := range []Burst{l.Cold, l.Warm} {
+			for _, b := range []Burst{l.Cold, l.Learned, l.Warm} {
 				if b.Errors > 0 {
 					report.Failures = append(report.Failures, fmt.Sprintf("%d users at once: %d failed, the first: %s", l.Users, b.Errors, b.Error))
 				}

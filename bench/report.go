@@ -201,15 +201,17 @@ func (r *Report) Print(w io.Writer) {
 		r.printQueries(w)
 	}
 	if len(r.Sweep) > 0 {
-		fmt.Fprintln(w, "\nUsers arriving at once, one single-app query each (isolated; cold, then the same users again, warm):")
+		fmt.Fprintln(w, "\nUsers arriving at once, one single-app query each, isolated, on a fresh system per number of users: new users (cold) on a bot")
+		fmt.Fprintln(w, "that has seen no demand yet; at rest, as many other new users on the bot that has now seen such a burst (its spares")
+		fmt.Fprintln(w, "learned it); at rest, these again (warm). p95/single is over the one-user p50 of the same row's kind:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "users\t\tp50 ms\tp95 ms\tp95/single\tqueries/s\tCPU ms/query\tspokes' CPU ms/query\tfaults/query hub+spokes\tswitches/query hub+spokes\tprocesses\tRSS MiB\tPSS MiB\thub RSS MiB\terrors\t")
+		fmt.Fprintln(tw, "users\t\tspares waiting\tp50 ms\tp95 ms\tp95/single\tqueries/s\tCPU ms/query\tspokes' CPU ms/query\tfaults/query hub+spokes\tswitches/query hub+spokes\tprocesses\tRSS MiB\tPSS MiB\thub RSS MiB\terrors\t")
 		for _, l := range r.Sweep {
 			for _, b := range []struct {
 				name string
 				b    Burst
-			}{{"cold", l.Cold}, {"warm", l.Warm}} {
-				fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.0f+%.0f\t%.0f+%.0f\t%d\t%.0f\t%.0f\t%.0f\t%d\t\n", l.Users, b.name,
+			}{{"cold, new bot", l.Cold}, {"cold, learned", l.Learned}, {"warm", l.Warm}} {
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%.0f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.0f+%.0f\t%.0f+%.0f\t%d\t%.0f\t%.0f\t%.0f\t%d\t\n", l.Users, b.name, b.b.Spares,
 					b.b.P50MS, b.b.P95MS, b.b.VsSingle, b.b.Throughput, b.b.CPUMSPerQuery, b.b.SpokeCPUMSPerQuery,
 					b.b.FaultsPerQuery, b.b.SpokeFaultsPerQuery, b.b.SwitchesPerQuery, b.b.SpokeSwitchesPerQuery, b.b.Processes, b.b.SpokeRSS, b.b.SpokePSS, b.b.HubRSS, b.b.Errors)
 			}

@@ -16,20 +16,27 @@ import (
 	"github.com/secgpt/secgpt/hub"
 )
 
-// Level is the sweep at one number of users: each sends one single-app
-// query at the same moment, first as a new user (cold: every spoke
-// starts), then again (warm).
+// Level is the sweep at one number of users, on a fresh system: each
+// sends one single-app query at the same moment as a new user (cold:
+// every spoke starts) on a bot that has seen no demand yet (Cold, its
+// spares at rest are the configured few); once the system is at rest,
+// as many other new users do the same on the bot that has now seen such
+// a burst (Learned: its pool of spares sized to it); at rest again, these
+// users send their query again (warm).
 type Level struct {
-	Users int   `json:"users"`
-	Cold  Burst `json:"cold"`
-	Warm  Burst `json:"warm"`
+	Users   int   `json:"users"`
+	Cold    Burst `json:"cold"`
+	Learned Burst `json:"cold_learned"`
+	Warm    Burst `json:"warm"`
 }
 
 // Burst is one wave of queries arriving at once.
 type Burst struct {
-	P50MS float64 `json:"p50_ms"`
-	P95MS float64 `json:"p95_ms"`
-	MaxMS float64 `json:"max_ms"`
+	// Spares is how many spares waited as the wave started.
+	Spares int     `json:"spares_waiting"`
+	P50MS  float64 `json:"p50_ms"`
+	P95MS  float64 `json:"p95_ms"`
+	MaxMS  float64 `json:"max_ms"`
 	// VsSingle is P95MS over the one-user level's p50: the budget is
 	// 1.3 cold and 1.1 warm (DESIGN §10).
 	VsSingle float64 `json:"p95_vs_single"`
@@ -81,15 +88,17 @@ func (r *runner) sweep(ctx context.Context, levels []int) ([]Level, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Each against the single user's p50 on the same kind of bot.
 		if len(out) > 0 && out[0].Users == 1 {
 			l.Cold.VsSingle = l.Cold.P95MS / out[0].Cold.P50MS
+			l.Learned.VsSingle = l.Learned.P95MS / out[0].Learned.P50MS
 			l.Warm.VsSingle = l.Warm.P95MS / out[0].Warm.P50MS
 		} else if n == 1 {
-			l.Cold.VsSingle, l.Warm.VsSingle = 1, 1
+			l.Cold.VsSingle, l.Learned.VsSingle, l.Warm.VsSingle = 1, 1, 1
 		}
 		out = append(out, l)
-		r.progress("%4d users: cold p50 %5.0f ms p95 %5.0f ms; warm p50 %5.0f ms p95 %5.0f ms; %d processes",
-			n, l.Cold.P50MS, l.Cold.P95MS, l.Warm.P50MS, l.Warm.P95MS, l.Cold.Processes)
+		r.progress("%4d users: cold p50 %5.0f ms p95 %5.0f ms (%d spares); learned p50 %5.0f ms p95 %5.0f ms (%d spares); warm p50 %5.0f ms p95 %5.0f ms; %d processes",
+			n, l.Cold.P50MS, l.Cold.P95MS, l.Cold.Spares, l.Learned.P50MS, l.Learned.P95MS, l.Learned.Spares, l.Warm.P50MS, l.Warm.P95MS, l.Warm.Processes)
 	}
 	return out, nil
 }
@@ -106,27 +115,43 @@ func (r *runner) level(ctx context.Context, n int) (Level, error) {
 	}
 	defer sys.Close()
 	// As on a bot that has been up a while: its spares are ready.
-	for deadline := time.Now().Add(5 * time.Second); sys.Spares() == 0 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
+	r.rest(ctx, sys, "start")
 	l := Level{Users: n}
-	if l.Cold, err = burst(ctx, sys.Hub, n, nil); err != nil {
+	if l.Cold, err = burst(ctx, sys, 0, n, nil); err != nil {
 		return Level{}, err
 	}
-	// The users come back once the system is at rest again: the cold
-	// wave's spares have started (or been stopped), so the warm wave
-	// measures warm queries, not the cold one's aftermath.
-	quiesce(ctx)
-	if l.Warm, err = burst(ctx, sys.Hub, n, r.opts.AroundWarm); err != nil {
+	// Other new users come once the system is at rest again: the pool
+	// has been refilled to what the first wave asked for.
+	r.rest(ctx, sys, "the cold wave on a new bot")
+	if l.Learned, err = burst(ctx, sys, n, n, nil); err != nil {
+		return Level{}, err
+	}
+	// They come back once the system is at rest again, so that the warm
+	// wave measures warm queries, not the cold one's aftermath.
+	r.rest(ctx, sys, "the cold wave on a learned bot")
+	if l.Warm, err = burst(ctx, sys, n, n, r.opts.AroundWarm); err != nil {
 		return Level{}, err
 	}
 	return l, nil
 }
 
-// burst sends n users' queries at once and measures the wave; around, if
-// set, is called as it starts and what it returns as it ends.
-func burst(ctx context.Context, h *hub.Hub, n int, around func() func()) (Burst, error) {
+// rest waits until sys is at rest after what: its pool of spares filled
+// to its size at rest (up to 20 s), then its processes idle (see
+// quiesce).
+func (r *runner) rest(ctx context.Context, sys System, after string) {
+	start := time.Now()
+	for deadline := start.Add(20 * time.Second); sys.Spares() < sys.RestSpares() && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(20 * time.Millisecond)
+	}
+	filled := time.Since(start)
+	quiesce(ctx)
+	r.progress("      at rest after %s: %d of %d spares in %.1f s, idle after %.1f s", after, sys.Spares(), sys.RestSpares(), filled.Seconds(), time.Since(start).Seconds())
+}
+
+// burst sends n users' queries at once, of the users numbered from
+// first, and measures the wave; around, if set, is called as it starts
+// and what it returns as it ends.
+func burst(ctx context.Context, sys System, first, n int, around func() func()) (Burst, error) {
 	times := make([]float64, n)
 	errs := make([]error, n)
 	var ready, done sync.WaitGroup
@@ -139,7 +164,7 @@ func burst(ctx context.Context, h *hub.Hub, n int, around func() func()) (Burst,
 			ready.Done()
 			<-startGun
 			start := time.Now()
-			_, errs[i] = h.Handle(ctx, hub.Request{User: fmt.Sprintf("@bench-u%03d:bench.invalid", i), Query: sweepQuery(i).Text, Consenter: hub.AllowPlanned{}})
+			_, errs[i] = sys.Hub.Handle(ctx, hub.Request{User: fmt.Sprintf("@bench-u%03d:bench.invalid", first+i), Query: sweepQuery(first + i).Text, Consenter: hub.AllowPlanned{}})
 			times[i] = msSince(start)
 		}()
 	}
@@ -153,6 +178,7 @@ func burst(ctx context.Context, h *hub.Hub, n int, around func() func()) (Burst,
 	if around != nil {
 		end = around()
 	}
+	spares := sys.Spares()
 	start := time.Now()
 	close(startGun)
 	done.Wait()
@@ -164,7 +190,8 @@ func burst(ctx context.Context, h *hub.Hub, n int, around func() func()) (Burst,
 	}
 	perQuery := func(v int64) float64 { return float64(v) / float64(n) }
 	b := Burst{
-		P50MS: percentile(times, nil, 0.50), P95MS: percentile(times, nil, 0.95), MaxMS: slices.Max(times),
+		Spares: spares,
+		P50MS:  percentile(times, nil, 0.50), P95MS: percentile(times, nil, 0.95), MaxMS: slices.Max(times),
 		Throughput:       float64(n) / wall.Seconds(),
 		CPUMS:            float64(self1.cpu-self0.cpu) / float64(time.Millisecond),
 		FaultsPerQuery:   perQuery(self1.faults - self0.faults),

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -649,10 +650,11 @@ func TestPrepareFailsClosed(t *testing.T) {
 		t.Fatalf("Prepare without seccomp: got %v (SysProcAttr %v), want ErrUnprotected and cmd untouched", err, cmd.SysProcAttr)
 	}
 	p.AllowWeaker = true
+	t.Setenv("SECGPT_HUB_SECRET", "canary")
 	if err := sandbox.Prepare(cmd, p); err != nil {
 		t.Fatalf("Prepare with AllowWeaker: %v", err)
 	}
-	if cmd.Env == nil || len(cmd.Env) > 1 || cmd.SysProcAttr == nil || !cmd.SysProcAttr.Setpgid || cmd.SysProcAttr.Pdeathsig != syscall.SIGKILL {
+	if cmd.Env == nil || len(cmd.Env) > 2 || slices.ContainsFunc(cmd.Env, func(e string) bool { return strings.Contains(e, "canary") }) || cmd.SysProcAttr == nil || !cmd.SysProcAttr.Setpgid || cmd.SysProcAttr.Pdeathsig != syscall.SIGKILL {
 		t.Fatalf("Prepare set env %q attr %+v", cmd.Env, cmd.SysProcAttr)
 	}
 }

@@ -190,9 +190,19 @@ type Options struct {
 	// any spoke.
 	Spares int
 	// MaxSpares bounds the spares, Spares and those started for the
-	// spokes expected (see Expect); 0 takes 64, and below Spares (a
-	// negative value) it is Spares: none is started for expected spokes.
+	// spokes expected (see Expect) or for the demand seen; 0 takes 128,
+	// and below Spares (a negative value) it is Spares: none is started
+	// for expected spokes or demand.
 	MaxSpares int
+	// SpareQuiet is the least time without a spoke start or a new
+	// expectation after which a burst is over and the pool is refilled;
+	// default 1 s. It is longer where requests wait longer for their
+	// spokes (see demand.quiet).
+	SpareQuiet time.Duration
+	// SpareHalfLife is how fast the demand learned fades: the pool's
+	// size at rest halves in this time without a burst as large; default
+	// 1 h.
+	SpareHalfLife time.Duration
 	// SpareIdle is how long an expected spoke is waited for before its
 	// spare, unused, is stopped; default 30 s.
 	SpareIdle time.Duration
@@ -253,11 +263,17 @@ func NewManager(opts Options) (*Manager, error) {
 	}
 	opts.Spares = max(opts.Spares, 0)
 	if opts.MaxSpares == 0 {
-		opts.MaxSpares = 64
+		opts.MaxSpares = 128
 	}
 	opts.MaxSpares = max(opts.MaxSpares, opts.Spares)
 	if opts.SpareIdle <= 0 {
 		opts.SpareIdle = 30 * time.Second
+	}
+	if opts.SpareQuiet <= 0 {
+		opts.SpareQuiet = time.Second
+	}
+	if opts.SpareHalfLife <= 0 {
+		opts.SpareHalfLife = time.Hour
 	}
 	if opts.LogLevel == zerolog.NoLevel {
 		opts.LogLevel = zerolog.InfoLevel
@@ -269,7 +285,8 @@ func NewManager(opts Options) (*Manager, error) {
 		stopReaper: make(chan struct{}),
 		reaperDone: make(chan struct{}),
 		spares:     make(chan *child, opts.MaxSpares),
-		spare:      spareState{expected: map[Key]time.Time{}},
+		spare: spareState{expected: map[Key]time.Time{},
+			demand: demand{halfLife: opts.SpareHalfLife, minQuiet: opts.SpareQuiet, max: opts.MaxSpares}},
 		refill:     make(chan struct{}, 1),
 		stopSpares: make(chan struct{}),
 		sparesDone: make(chan struct{}),

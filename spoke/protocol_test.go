@@ -253,3 +253,12 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestWarmFramesRunsWhole: a spare's warm-up (warmFrames) runs each of its
+// encodings, decodings and the validation to its end: one that failed
+// would leave the rest cold and say nothing.
+func TestWarmFramesRunsWhole(t *testing.T) {
+	if err := warmFrames(); err != nil {
+		t.Fatalf("warmFrames: %v", err)
+	}
+}

@@ -13,15 +13,19 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/secgpt/secgpt/apps"
+	"github.com/secgpt/secgpt/llm"
 	"github.com/secgpt/secgpt/sandbox"
 )
 
 // Spares: spokes started ahead of need (see Options.Spares). The manager
-// keeps Options.Spares of them at rest and, while spokes are expected
-// (Expect), one more per expected spoke that neither runs nor starts, up
-// to Options.MaxSpares; an expectation ends when its spoke starts, or
-// after Options.SpareIdle, and the spares above the number wanted are
-// then stopped.
+// keeps, at rest, Options.Spares of them or as many as the demand it has
+// seen asks for (see demand), at most Options.MaxSpares and what memory
+// allows; while a burst is on, it starts one only for an expected spoke
+// (Expect) that no waiting or starting spare covers and that the spare
+// can still serve. An expectation ends when its spoke starts, or after
+// Options.SpareIdle, and the spares above the number wanted are then
+// stopped.
 
 // spareArg tells a spoke to wait for its launch arguments on fd 4 (see
 // Options.Spares). Only the manager's spares are started with it.
@@ -37,12 +41,20 @@ const AnyApp = "*"
 // compete for the CPU with the requests they are started for.
 const spareStarts = 2
 
+// memoryCheck is how often the memory available to spares is read again.
+const memoryCheck = 10 * time.Second
+
 // spareState is the manager's bookkeeping of spares, under its mutex.
 type spareState struct {
 	mu sync.Mutex
 	// expected are the keys announced by Expect whose spokes have not
-	// started yet, with when they were announced.
+	// started yet, with when they were first announced.
 	expected map[Key]time.Time
+	demand   demand
+	// memoryAllows is how many spares memory allows (sparesMemoryAllows),
+	// as read at memoryAt.
+	memoryAllows int
+	memoryAt     time.Time
 	// starting counts the spares being started.
 	starting int
 	// failed is set when a start failed: no more start until the next
@@ -51,17 +63,39 @@ type spareState struct {
 	failed bool
 }
 
-// wanted is how many spares should wait: Options.Spares and one per
-// expected spoke, at most cap(spares). Expectations older than
+// wanted is how many spares should wait or start (start) and how many
+// waiting ones to keep (keep). At rest, start is the rest size: Spares,
+// or the learned demand's peak, bounded by memory, or the expected spokes
+// a spare can still serve, whichever is more; during a burst it is only
+// the latter. keep never stops a spare that an expected spoke or the rest
+// size wants. Both are at most cap(spares). Expectations older than
 // Options.SpareIdle are dropped. s.mu must be held.
-func (m *Manager) wanted(now time.Time) int {
+func (m *Manager) wanted(now time.Time) (start, keep int) {
 	s := &m.spare
+	useful := 0
 	for k, at := range s.expected {
 		if now.Sub(at) > m.opts.SpareIdle {
 			delete(s.expected, k)
+		} else if s.demand.useful(now, at) {
+			useful++
 		}
 	}
-	return min(max(m.opts.Spares, 0)+len(s.expected), cap(m.spares))
+	rest := m.restSize(now)
+	keep = min(max(rest, len(s.expected)), cap(m.spares))
+	if !s.demand.resting(now) {
+		return min(useful, cap(m.spares)), keep
+	}
+	return min(max(rest, useful), cap(m.spares)), keep
+}
+
+// restSize is the pool's size at rest: Options.Spares, or the learned
+// demand's peak bounded by memory, at most cap(spares). s.mu must be held.
+func (m *Manager) restSize(now time.Time) int {
+	s := &m.spare
+	if now.Sub(s.memoryAt) > memoryCheck {
+		s.memoryAllows, s.memoryAt = sparesMemoryAllows(cap(m.spares)), now
+	}
+	return min(max(m.opts.Spares, min(s.demand.rest(now), s.memoryAllows)), cap(m.spares))
 }
 
 // keepSpares starts spares while fewer than wanted wait or start, and
@@ -75,11 +109,16 @@ func (m *Manager) keepSpares() {
 	defer wg.Wait()
 	tick := time.NewTicker(m.opts.SpareIdle / 2)
 	defer tick.Stop()
+	// rested wakes the loop when a burst is over, to refill the pool.
+	rested := time.NewTimer(time.Hour)
+	defer rested.Stop()
 	started := make(chan struct{}, spareStarts)
 	for {
 		s := &m.spare
 		s.mu.Lock()
-		for !s.failed && s.starting < spareStarts && len(m.spares)+s.starting < m.wanted(time.Now()) {
+		now := time.Now()
+		want, _ := m.wanted(now)
+		for !s.failed && s.starting < spareStarts && len(m.spares)+s.starting < want {
 			s.starting++
 			wg.Add(1)
 			go func() {
@@ -91,6 +130,9 @@ func (m *Manager) keepSpares() {
 				}
 			}()
 		}
+		if !s.demand.resting(now) {
+			rested.Reset(s.demand.last.Add(s.demand.quiet()).Sub(now))
+		}
 		s.mu.Unlock()
 		select {
 		case <-m.stopSpares:
@@ -100,6 +142,7 @@ func (m *Manager) keepSpares() {
 			s.failed = false
 			s.mu.Unlock()
 		case <-started:
+		case <-rested.C:
 		case <-tick.C:
 			m.shrinkSpares()
 		}
@@ -108,6 +151,7 @@ func (m *Manager) keepSpares() {
 
 // startSpare starts one spare and puts it among the waiting ones.
 func (m *Manager) startSpare() {
+	begun := time.Now()
 	c, err := m.spawnSpare()
 	s := &m.spare
 	s.mu.Lock()
@@ -124,6 +168,7 @@ func (m *Manager) startSpare() {
 		return
 	default:
 	}
+	s.demand.spareStarted(time.Since(begun))
 	select {
 	case m.spares <- c:
 	default:
@@ -137,7 +182,8 @@ func (m *Manager) startSpare() {
 func (m *Manager) shrinkSpares() {
 	s := &m.spare
 	s.mu.Lock()
-	extra := len(m.spares) - m.wanted(time.Now())
+	_, keep := m.wanted(time.Now())
+	extra := len(m.spares) - keep
 	s.mu.Unlock()
 	for ; extra > 0; extra-- {
 		c := m.takeSpare()
@@ -215,10 +261,19 @@ func (l *launchPipe) close() error { return unix.Close(l.fd) }
 // Spares returns how many spares wait, for tests and status.
 func (m *Manager) Spares() int { return len(m.spares) }
 
+// RestSpares returns how many spares the pool holds at rest now: the
+// number it refills to once no burst is on.
+func (m *Manager) RestSpares() int {
+	m.spare.mu.Lock()
+	defer m.spare.mu.Unlock()
+	return m.restSize(time.Now())
+}
+
 // Expect says that the spokes of keys are likely to be asked for soon (a
-// request arrived, or was planned): for each that neither runs nor
-// starts, one more spare is started, up to Options.MaxSpares, so that
-// its start is mostly done by the time its step comes. A spare belongs
+// request arrived, or was planned): each that neither runs nor starts is
+// counted until it starts, and a spare is started for it if none waiting
+// or starting covers it and one can still be ready before its step
+// comes, up to Options.MaxSpares. A spare belongs
 // to no one and has read nothing (see Options.Spares): expecting a
 // spoke starts no app.
 func (m *Manager) Expect(keys ...Key) {
@@ -239,8 +294,11 @@ func (m *Manager) Expect(keys ...Key) {
 	}
 	m.spare.mu.Lock()
 	for _, k := range fresh {
-		m.spare.expected[k] = now
+		if _, ok := m.spare.expected[k]; !ok {
+			m.spare.expected[k] = now
+		}
 	}
+	m.spare.demand.expected(now)
 	m.spare.mu.Unlock()
 	m.refillSpares()
 }
@@ -267,12 +325,26 @@ func (m *Manager) runningLocked(k Key) bool {
 }
 
 // started ends the expectation of key, whose spoke starts now, and of a
-// spoke of any app of its user and session.
+// spoke of any app of its user and session, and counts the start in the
+// demand, with the time since the user's first expectation.
 func (m *Manager) started(key Key) {
-	m.spare.mu.Lock()
-	defer m.spare.mu.Unlock()
-	delete(m.spare.expected, key)
-	delete(m.spare.expected, Key{User: key.User, Session: key.Session, App: AnyApp})
+	now := time.Now()
+	s := &m.spare
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first time.Time
+	for k, at := range s.expected {
+		if k.User == key.User && k.Session == key.Session && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	var lead time.Duration
+	if !first.IsZero() {
+		lead = now.Sub(first)
+	}
+	s.demand.started(now, lead)
+	delete(s.expected, key)
+	delete(s.expected, Key{User: key.User, Session: key.Session, App: AnyApp})
 }
 
 // Prestart starts the spoke of key now, when none runs, without running
@@ -383,7 +455,8 @@ func enterSpare(policyText string) (*sandbox.Spare, error) {
 	if err != nil {
 		return nil, err
 	}
-	warmFrames()
+	// Best effort: a failure here costs the claim the warm-up, no more.
+	_ = warmFrames()
 	// What the start-up and EnterSpare allocated is collected now, while
 	// the spare waits, not by a collection the claim's own allocations
 	// would start.
@@ -391,27 +464,73 @@ func enterSpare(policyText string) (*sandbox.Spare, error) {
 	return sb, nil
 }
 
-// warmFrames encodes a ready frame and decodes a step frame, both made
-// here, so that a claimed spare's ready frame and first step find the
-// code paged in and the JSON type caches built: they cost page faults and
-// reflection on the claim's path otherwise. Nothing is read from outside.
-func warmFrames() {
+// warmSchema and warmDoc are a request schema and document of the kinds
+// apps declare (an object of bounded strings, a number, an enum), made here.
+const (
+	warmSchema = `{"type":"object","properties":{"text":{"type":"string","maxLength":100},"n":{"type":"number","minimum":0},"unit":{"type":"string","enum":["a","b"]},"tags":{"type":"array","items":{"type":"string"}}},"required":["text"],"additionalProperties":false}`
+	warmDoc    = `{"text":"warm","n":1,"unit":"a","tags":["x"]}`
+)
+
+// warmFrames runs, on values made here, the app-independent part of a
+// step as a claimed spare's first one runs it: the ready frame's encoding,
+// a step frame's decoding with each of its fields, a model request's
+// encoding and its reply's decoding, a JSON schema's resolution and a
+// document's validation, a result's encoding. A spare that has not run them
+// pays, in its first step, the page faults of their code and the building
+// of encoding/json's per-type codecs (the schema type's is large).
+// Nothing is read from outside.
+func warmFrames() error {
 	body, err := jsonMarshal(Ready{PID: os.Getpid(), Sandbox: []string{fmt.Sprintf("%s=%s (%s)", "spare", "on", "warm")}})
 	if err != nil {
-		return
+		return err
 	}
 	var frames bytes.Buffer
 	enc := NewEncoder(&frames, DefaultMaxFrame)
-	_ = enc.Encode(Frame{Kind: KindReady, Body: body})
+	if err := enc.Encode(Frame{Kind: KindReady, Body: body}); err != nil {
+		return err
+	}
 	frames.Reset()
-	if body, err = jsonMarshal(Step{ID: "warm", Function: "warm", Args: json.RawMessage(`{}`)}); err != nil {
-		return
+	call := llm.ToolCall{ID: "c1", Name: "warm__warm", Arguments: warmDoc}
+	msgs := []llm.Message{
+		{Role: llm.RoleUser, Content: "warm"},
+		{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call}},
+		{Role: llm.RoleTool, ToolCallID: "c1", Content: warmDoc},
 	}
-	if enc.Encode(Frame{Kind: KindStep, Body: body}) != nil {
-		return
+	step := Step{ID: "warm", Function: "warm", Args: json.RawMessage(warmDoc), ArgsComplete: true, Query: "warm",
+		Answer: true, Memory: []string{"warm"}, History: msgs, Functions: []string{"warm"}, OtherTools: []string{"warm__other"},
+		Results: []StepOutput{{Tool: "warm__warm", Args: json.RawMessage(warmDoc), Result: json.RawMessage(warmDoc)}}, MaxLLMCalls: 1}
+	reply := LLMReply{Message: llm.Message{Role: llm.RoleAssistant, Content: "warm", ToolCalls: []llm.ToolCall{call}},
+		Refused: []RefusedCall{{ID: "c2", Name: "warm__other", Reason: "warm"}}}
+	for _, f := range []struct {
+		kind Kind
+		body any
+	}{{KindStep, step}, {KindReply, reply}} {
+		if body, err = jsonMarshal(f.body); err != nil {
+			return err
+		}
+		if err := enc.Encode(Frame{Kind: f.kind, Body: body}); err != nil {
+			return err
+		}
 	}
-	if f, err := NewSpokeDecoder(&frames, DefaultMaxFrame).Decode(); err == nil {
-		var step Step
-		_ = DecodeBody(f.Body, &step)
+	dec := NewSpokeDecoder(&frames, DefaultMaxFrame)
+	for _, v := range []any{&step, &reply} {
+		f, err := dec.Decode()
+		if err != nil {
+			return err
+		}
+		if err := DecodeBody(f.Body, v); err != nil {
+			return err
+		}
 	}
+	if err := apps.ValidateDocument(json.RawMessage(warmSchema), json.RawMessage(warmDoc)); err != nil {
+		return err
+	}
+	req := LLMRequest{Messages: msgs, Tools: []llm.Tool{{Name: "warm__warm", Description: "warm", Parameters: json.RawMessage(warmSchema)}}}
+	res := Result{Output: json.RawMessage(warmDoc), Answer: "warm", Calls: []CallLog{{Tool: "warm__warm", Args: json.RawMessage(warmDoc), Result: json.RawMessage(warmDoc)}}}
+	for _, v := range []any{req, res, Output{Output: json.RawMessage(warmDoc)}, MemoryAppend{Content: "warm"}} {
+		if _, err := jsonMarshal(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }

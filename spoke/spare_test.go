@@ -61,7 +61,7 @@ func procField(t *testing.T, pid int, name string) string {
 // runningSpares lists the waiting spares of this test process: the
 // children of its spawners started with --spare (zombies excluded) that are
 // not confined yet.
-func runningSpares(t *testing.T) []int {
+func runningSpares(t testing.TB) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -296,10 +296,42 @@ func TestExpectSizesSparesToDemand(t *testing.T) {
 	if !info.Cold || !info.Prestarted {
 		t.Fatalf("info = %+v, want a start from a spare", info)
 	}
-	// @a's expectation ended with its start: three are wanted still
-	// (one at rest, @b's, @c's and @d's, at most three), then one.
-	waitSpares(t, m, 3)
+	// @a's start took a spare and ended its expectation: the two left
+	// wait for @b, @c and @d (none starts for the third, as old as @a's
+	// was at its start), then, with the expectations ended, one (Spares,
+	// and the one spoke started).
+	waitSpares(t, m, 2)
 	waitSpares(t, m, 1)
+}
+
+// TestNoRefillDuringABurst: a spare taken while a burst is on (a spoke
+// was expected or started within SpareQuiet) is replaced only once the
+// burst is over, and the pool then holds as many as the burst started.
+func TestNoRefillDuringABurst(t *testing.T) {
+	opts, _ := spareOptions(t, 1)
+	opts.SpareQuiet = 2 * time.Second
+	opts.SpareIdle = time.Minute
+	m := newManager(t, opts)
+	waitSpares(t, m, 1)
+	keys := []spoke.Key{key("@a:x", "echo"), key("@b:x", "echo")}
+	m.Expect(keys...)
+	waitSpares(t, m, 2)
+	for _, k := range keys {
+		if _, info, err := m.Run(context.Background(), k, step("say", `{"text":"x"}`), &handler{}); err != nil || !info.Prestarted {
+			t.Fatalf("info = %+v, %v; want a start from a spare", info, err)
+		}
+	}
+	ran := time.Now()
+	// Within the quiet period no spare starts (a refill would start
+	// one per spare taken at once).
+	for time.Since(ran) < opts.SpareQuiet*3/4 {
+		if n := len(runningSpares(t)); n != 0 {
+			t.Fatalf("%d spares run %v after the burst's last start, want none before SpareQuiet", n, time.Since(ran))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Then the pool is refilled to the two the burst started.
+	waitSpares(t, m, 2)
 }
 
 func TestExpectSkipsRunningSpokes(t *testing.T) {

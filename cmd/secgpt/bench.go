@@ -82,7 +82,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err != nil {
 				return bench.System{}, err
 			}
-			return bench.System{Hub: h, Spares: mgr.Spares, Close: mgr.Close}, nil
+			return bench.System{Hub: h, Spares: mgr.Spares, RestSpares: mgr.RestSpares, Close: mgr.Close}, nil
 		},
 		Dir: dir, Latency: *latency, PerCategory: *perCategory, Users: levels, SweepOnly: *sweepOnly, AroundWarm: aroundWarm, Progress: stderr, Log: log,
 	})

@@ -288,7 +288,7 @@ func defaultConfig() Config {
 		Sessions:  SessionsConfig{IdleTimeout: time.Hour},
 		Spokes: SpokesConfig{
 			IdleTimeout: 10 * time.Minute, MaxFrameBytes: 1 << 20, MaxFramesPerSecond: 500,
-			ScratchDir: scratch, Spares: 2, MaxSpares: 64,
+			ScratchDir: scratch, Spares: 2, MaxSpares: 128,
 			Disk: DiskConfig{MaxIdle: 30 * 24 * time.Hour, ReserveBytes: 1 << 30},
 		},
 		Budgets: BudgetsConfig{
