@@ -111,7 +111,15 @@ func TestMCPServerQuirks(t *testing.T) {
 	if fns := specs[0].Functions; len(fns) != 1 || fns[0].Name != "work" {
 		t.Fatalf("functions %+v, want only work (research runs only as a task)", fns)
 	}
-	if !strings.Contains(w.Logs.String(), "not a JSON-RPC message") || !strings.Contains(w.Logs.String(), "quirks server running on stdio") {
+	// The spoke's log reaches the hub on its stderr, apart from the
+	// channel that carried the spoke's description: it may come after.
+	logged := func() bool {
+		return strings.Contains(w.Logs.String(), "not a JSON-RPC message") && strings.Contains(w.Logs.String(), "quirks server running on stdio")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !logged() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !logged() {
 		t.Errorf("the banner was not skipped with a warning:\n%s", w.Logs)
 	}
 	m := w.Manager(t, nil)

@@ -37,6 +37,24 @@ func switches(t *testing.T, pid int) int {
 	return n
 }
 
+// settle waits, up to 50 ms, until every thread of a process sleeps.
+func settle(pid int) {
+	for deadline := time.Now().Add(50 * time.Millisecond); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+		stats, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/stat")
+		running := false
+		for _, st := range stats {
+			b, err := os.ReadFile(st)
+			// The state follows the command name, which ends in ") ".
+			if i := strings.LastIndexByte(string(b), ')'); err == nil && i+2 < len(b) && b[i+2] != 'S' {
+				running = true
+			}
+		}
+		if !running {
+			return
+		}
+	}
+}
+
 // TestWaitingSpokeIsIdle: a spoke waiting for the hub's reply (its model
 // call, here 200 ms) sleeps until the reply comes. A read blocked in the
 // kernel kept Go's monitor thread waking for the first 10 ms of each wait
@@ -53,7 +71,10 @@ func TestWaitingSpokeIsIdle(t *testing.T) {
 	const waits, wait = 3, 200 * time.Millisecond
 	during := 0
 	h := &handler{complete: func(spoke.LLMRequest) (spoke.LLMReply, error) {
-		before := switches(t, info.PID) // the spoke has just sent its request
+		// The spoke has just sent its request; its wait begins once it
+		// has gone to sleep (the hub reads the request that fast).
+		settle(info.PID)
+		before := switches(t, info.PID)
 		time.Sleep(wait)
 		during += switches(t, info.PID) - before
 		return spoke.LLMReply{Message: llm.Message{Role: llm.RoleAssistant, Content: "said"}}, nil

@@ -174,6 +174,61 @@ func TestDecodeBodyRefusesUnknownFields(t *testing.T) {
 	}
 }
 
+// sameAsStrict fails t when the fast reading of a frame (decodeEncoded)
+// accepts what the strict one refuses, or reads it otherwise.
+func sameAsStrict(t *testing.T, raw []byte) {
+	t.Helper()
+	fast, ok := decodeEncoded(raw)
+	if !ok {
+		return
+	}
+	strict, err := decodeStrict(raw)
+	if err != nil {
+		t.Fatalf("decodeEncoded accepted %q, which decodeStrict refuses: %v", raw, err)
+	}
+	if !reflect.DeepEqual(fast, strict) {
+		t.Fatalf("%q: decodeEncoded read %+v, decodeStrict %+v", raw, fast, strict)
+	}
+}
+
+// TestDecodeEncoded: the encoder's own frames take the fast reading, and
+// read as the strict decoder reads them; anything else is left to it.
+func TestDecodeEncoded(t *testing.T) {
+	for _, f := range []Frame{
+		{Kind: KindLLM, ID: 7, Body: json.RawMessage(`{"messages":[{"role":"user","content":"}\"{"}]}`)},
+		{Kind: KindResult, ID: 0},
+		{Kind: KindMemory, ID: 1<<64 - 1, Body: json.RawMessage(`"s"`)},
+	} {
+		var buf bytes.Buffer
+		if err := NewEncoder(&buf, DefaultMaxFrame).Encode(f); err != nil {
+			t.Fatal(err)
+		}
+		raw := buf.Bytes()[4:]
+		if _, ok := decodeEncoded(raw); !ok {
+			t.Errorf("%q: not read fast", raw)
+		}
+		sameAsStrict(t, raw)
+	}
+	for _, raw := range []string{
+		`{"v":1,"kind":"llm","id":1,"body":{},"user":"@bob:example.org"}`,
+		`{"v":1,"kind":"llm","id":1,"body":{}}}`,
+		`{"v":1,"kind":"llm","id":1,"body":{} }`,
+		`{"v":1,"kind":"llm","id":1,"body": {}}`,
+		`{"v":1,"kind":"llm","id":01,"body":{}}`,
+		`{"v":1,"kind":"llm","id":18446744073709551616}`,
+		`{"v":1,"kind":"llm","id":1,"body":null}`,
+		`{"v":1,"kind":"llm","id":1,"body":{"a":1},"error":"x"}`,
+		`{"v":1,"kind":"llm","id":1,"body":{"a":1}, "kind":"step"}`,
+		`{"v":1,"kind":"llm","id":1,"body":{"a":1,"b":}}`,
+		`{"v":1,"kind":"l\u006cm","id":1}`,
+		`{"v":1,"kind":"llm","id":1,"id":2}`,
+	} {
+		if f, ok := decodeEncoded([]byte(raw)); ok {
+			t.Errorf("%s: read fast as %+v, want left to the strict decoder", raw, f)
+		}
+	}
+}
+
 // FuzzDecodeFrame: no input may panic the decoder, and anything it accepts
 // is a well-formed frame of a kind a spoke may send.
 func FuzzDecodeFrame(f *testing.F) {
@@ -181,7 +236,11 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(frameBytes(`{"v":1,"kind":"result","id":2,"body":{"answer":"hi"}}`))
 	f.Add([]byte{0, 0, 0, 1, '{'})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add(frameBytes(`{"v":1,"kind":"memory","id":3,"body":{"content":"x"} }`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4 {
+			sameAsStrict(t, data[4:])
+		}
 		dec := NewHubDecoder(bytes.NewReader(data), 4096)
 		for i := 0; i < 4; i++ {
 			fr, err := dec.Decode()
