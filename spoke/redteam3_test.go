@@ -133,3 +133,26 @@ func TestRedteam3RestSizeBoundedByMemory(t *testing.T) {
 		t.Errorf("sparesMemoryAllows = %d with MemAvailable %d kB, want about %d", got, kb, want)
 	}
 }
+
+// TestRedteam3ReannouncedExpiredKeyIsExpected: a key whose expectation is
+// older than SpareIdle but not dropped yet (wanted drops them lazily) and
+// that a new request announces again is expected from now: kept with its
+// old time it was dropped at once, and the new request got no spare.
+func TestRedteam3ReannouncedExpiredKeyIsExpected(t *testing.T) {
+	m := &Manager{
+		opts:   Options{SpareIdle: 30 * time.Second},
+		spares: make(chan *child, 16),
+		spare: spareState{expected: map[Key]time.Time{},
+			demand: demand{halfLife: time.Hour, minQuiet: time.Second, max: 16}},
+	}
+	k := Key{User: "@a:x", App: "notes", Session: "!room:x"}
+	m.spare.expected[k] = time.Now().Add(-31 * time.Second)
+	m.Expect(k)
+	m.spare.mu.Lock()
+	start, _ := m.wanted(time.Now())
+	_, still := m.spare.expected[k]
+	m.spare.mu.Unlock()
+	if !still || start != 1 {
+		t.Fatalf("a request re-announcing an expired key: expected %v, wanted %d; want expected and one spare", still, start)
+	}
+}
