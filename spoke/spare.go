@@ -307,11 +307,15 @@ func (m *Manager) Expect(keys ...Key) {
 	}
 	m.spare.mu.Lock()
 	for _, k := range fresh {
-		if _, ok := m.spare.expected[k]; !ok {
+		// Only a key not yet expected (or expected longer ago than
+		// SpareIdle, not dropped yet) is new demand: a user who re-sends
+		// requests that start no spoke must not keep a burst on, and
+		// with it the pool below its rest size, for everyone.
+		if at, ok := m.spare.expected[k]; !ok || now.Sub(at) > m.opts.SpareIdle {
 			m.spare.expected[k] = now
+			m.spare.demand.active(now)
 		}
 	}
-	m.spare.demand.active(now)
 	m.spare.mu.Unlock()
 	m.refillSpares()
 }
