@@ -52,8 +52,10 @@ func TestRedteam3RepeatedExpectCannotHoldTheBurst(t *testing.T) {
 // spoke starts a second after it arrived, is counted as led by 30 s. A few
 // such pairs move the average lead to tens of seconds, and with it the
 // quiet period (two leads: the pool is not refilled for a minute after each
-// start or new key) and the spares started during a burst (a spare counts
-// as useful until the lead has passed).
+// start or new key) and the spares started during a burst (servable
+// counts a spare as useful until the lead has passed: with a lead of 24 s
+// every expected spoke of a 100-user burst gets one, the refill-during-a-
+// burst that the pool's design avoids).
 //
 // Not fixed (redteam3's report; it deserves its own issue): the lead is
 // measured from the user's earliest expectation, and nothing tells a stale
