@@ -56,16 +56,13 @@ func TestRedteam3RepeatedExpectCannotHoldTheBurst(t *testing.T) {
 // counts a spare as useful until the lead has passed: with a lead of 24 s
 // every expected spoke of a 100-user burst gets one, the refill-during-a-
 // burst that the pool's design avoids).
-//
-// Not fixed (redteam3's report; it deserves its own issue): the lead is
-// measured from the user's earliest expectation, and nothing tells a stale
-// AnyApp one from the current request's. Remove the skip with the fix.
+// The lead was measured from the user's earliest expectation; it is now
+// from the started spoke's own (see Manager.started).
 func TestRedteam3StaleExpectationInflatesLead(t *testing.T) {
-	t.Skip("known, not fixed: a stale AnyApp expectation inflates the average lead (redteam3 report)")
 	m := &Manager{
 		opts:   Options{Spares: 2, SpareIdle: 30 * time.Second},
 		spares: make(chan *child, 16),
-		spare: spareState{expected: map[Key]time.Time{},
+		spare: spareState{expected: map[Key]time.Time{}, firstSteps: map[Key]time.Time{},
 			demand: demand{halfLife: time.Hour, minQuiet: time.Second, max: 16}},
 	}
 	m.spare.demand.lead = time.Second // learned from honest requests

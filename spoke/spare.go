@@ -349,11 +349,14 @@ func (m *Manager) started(key Key) {
 	s := &m.spare
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var first time.Time
-	for k, at := range s.expected {
-		if k.User == key.User && k.Session == key.Session && (first.IsZero() || at.Before(first)) {
-			first = at
-		}
+	// The lead is from the expectation of this very spoke, made when its
+	// request arrived or was planned; only a spoke not expected by name
+	// (its request named no app) is led by its user's AnyApp one. An
+	// older expectation of another app or of AnyApp may be a request
+	// that started no spoke, not this one's.
+	first, ok := s.expected[key]
+	if !ok {
+		first = s.expected[Key{User: key.User, Session: key.Session, App: AnyApp}]
 	}
 	var lead time.Duration
 	if !first.IsZero() {
