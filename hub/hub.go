@@ -294,7 +294,9 @@ func userError(err error, format string, args ...any) *Error {
 type query struct {
 	id, user, session, text string
 	// epoch is the user's epoch when the query started (see userState).
-	epoch     uint64
+	epoch uint64
+	// arrived is when the query arrived.
+	arrived   time.Time
 	consenter Consenter
 	caps      *capabilities
 
@@ -540,7 +542,7 @@ func (h *Hub) Handle(ctx context.Context, req Request) (*Reply, error) {
 	if len(text) == 0 {
 		return nil, userError(nil, "your message is empty")
 	}
-	q := &query{id: randomID(), user: req.User, text: text, consenter: req.Consenter, once: map[string]bool{}}
+	q := &query{id: randomID(), user: req.User, text: text, consenter: req.Consenter, once: map[string]bool{}, arrived: time.Now()}
 	q.record = &Record{QueryID: q.id, User: q.user, Query: text}
 	log := h.log.With().Str("user", q.user).Str("query_id", q.id).Logger()
 	ctx = log.WithContext(ctx)

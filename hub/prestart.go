@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -20,7 +21,8 @@ import (
 type Prestarter interface {
 	// Expect says that the spokes of keys are likely to be asked for
 	// soon; it starts nothing that belongs to them.
-	Expect(keys ...spoke.Key)
+	// arrived is when the request that expects them arrived.
+	Expect(arrived time.Time, keys ...spoke.Key)
 	// Prestart starts the spoke of key now, when none runs.
 	Prestart(ctx context.Context, key spoke.Key) error
 }
@@ -35,14 +37,14 @@ func (h *Hub) expect(q *query, apps []string) {
 		return
 	}
 	if len(apps) == 0 {
-		p.Expect(spoke.Key{User: q.user, App: spoke.AnyApp, Session: q.session})
+		p.Expect(q.arrived, spoke.Key{User: q.user, App: spoke.AnyApp, Session: q.session})
 		return
 	}
 	keys := make([]spoke.Key, len(apps))
 	for i, app := range apps {
 		keys[i] = spoke.Key{User: q.user, App: app, Session: q.session}
 	}
-	p.Expect(keys...)
+	p.Expect(q.arrived, keys...)
 }
 
 // spokesOf are the spokes a plan's runs use: each app's, and the vanilla

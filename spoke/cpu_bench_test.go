@@ -136,7 +136,7 @@ func BenchmarkClaimedSpareCPU(b *testing.B) {
 		b.StopTimer()
 		i++
 		k := spoke.Key{User: "@bench:x", App: "echo", Session: strconv.Itoa(i)}
-		m.Expect(k)
+		m.Expect(time.Now(), k)
 		pid := waitOneSpare(b, m)
 		// The spare's own start is done; a user's request comes later.
 		time.Sleep(50 * time.Millisecond)

@@ -31,7 +31,7 @@ func TestRedteam3RepeatedExpectCannotHoldTheBurst(t *testing.T) {
 	m.spare.demand.peak, m.spare.demand.peakAt = 10, time.Now()
 	chatty := Key{User: "@chatty:x", App: AnyApp, Session: "!room:x"}
 	for end := time.Now().Add(25 * quiet); time.Now().Before(end); {
-		m.Expect(chatty)
+		m.Expect(time.Now(), chatty)
 		time.Sleep(quiet / 4)
 	}
 	m.spare.mu.Lock()
@@ -146,7 +146,7 @@ func TestRedteam3ReannouncedExpiredKeyIsExpected(t *testing.T) {
 	}
 	k := Key{User: "@a:x", App: "notes", Session: "!room:x"}
 	m.spare.expected[k] = time.Now().Add(-31 * time.Second)
-	m.Expect(k)
+	m.Expect(time.Now(), k)
 	m.spare.mu.Lock()
 	start, _ := m.wanted(time.Now())
 	_, still := m.spare.expected[k]
@@ -160,23 +160,20 @@ func TestRedteam3ReannouncedExpiredKeyIsExpected(t *testing.T) {
 // expected as AnyApp when it arrives; its plan, a model round later,
 // expects its app by name, and the spoke starts at once. Its lead is the
 // model round (arrival to start), as the pool's quiet period and servable
-// assume. Measured from the by-name expectation (a9cb60c, the fix of the
-// stale lead), it is the few ms from plan to start: servable then finds
-// no spare worth starting for any expected spoke once one lead is known.
-//
-// Not fixed (redteam3's report): nothing in Expect tells a plan's
-// by-name expectation from a new request's; the hub can (it knows both).
+// assume, not the few ms from plan to start: the hub gives the request's
+// arrival with both expectations. Measured from the by-name expectation's
+// own time (a9cb60c) it was 5 ms, and servable then found no spare worth
+// starting for any expected spoke.
 func TestRedteam3PlannedSpokeLeadFromArrival(t *testing.T) {
-	t.Skip("known, not fixed: since a9cb60c a planned spoke's lead is plan-to-start, not arrival-to-start (redteam3 report)")
 	m := &Manager{
 		opts:   Options{Spares: 2, SpareIdle: 30 * time.Second},
 		spares: make(chan *child, 16),
 		spare: spareState{expected: map[Key]time.Time{}, firstSteps: map[Key]time.Time{},
 			demand: demand{halfLife: time.Hour, minQuiet: time.Second, max: 16}},
 	}
-	now := time.Now()
-	m.spare.expected[Key{User: "@a:x", App: AnyApp, Session: "!r:x"}] = now.Add(-time.Second)           // arrival
-	m.spare.expected[Key{User: "@a:x", App: "notes", Session: "!r:x"}] = now.Add(-5 * time.Millisecond) // plan
+	arrived := time.Now().Add(-time.Second)
+	m.Expect(arrived, Key{User: "@a:x", App: AnyApp, Session: "!r:x"})  // as it arrived
+	m.Expect(arrived, Key{User: "@a:x", App: "notes", Session: "!r:x"}) // once planned
 	m.started(Key{User: "@a:x", App: "notes", Session: "!r:x"})
 	if lead := m.spare.demand.lead; lead < 900*time.Millisecond {
 		t.Fatalf("a spoke planned a model round (1 s) after its request arrived: lead %v, want about 1 s", lead)

@@ -282,14 +282,19 @@ func (m *Manager) RestSpares() int {
 	return m.restSize(time.Now())
 }
 
-// Expect says that the spokes of keys are likely to be asked for soon (a
-// request arrived, or was planned): each that neither runs nor starts is
+// Expect says that the spokes of keys are likely to be asked for soon by
+// a request that arrived at arrived (as it arrives, or once planned): each
+// that neither runs nor starts is
 // counted until it starts, and a spare is started for it if none waiting
 // or starting covers it and one can still be ready before its step
 // comes, up to Options.MaxSpares. A spare belongs
 // to no one and has read nothing (see Options.Spares): expecting a
 // spoke starts no app.
-func (m *Manager) Expect(keys ...Key) {
+//
+// A key is expected from its request's arrival, also when announced by
+// its plan, so that a spoke's lead (see started) is its request's, from
+// arrival to start, and never an earlier request's of the same user.
+func (m *Manager) Expect(arrived time.Time, keys ...Key) {
 	if cap(m.spares) == 0 || len(keys) == 0 {
 		return
 	}
@@ -312,7 +317,11 @@ func (m *Manager) Expect(keys ...Key) {
 		// requests that start no spoke must not keep a burst on, and
 		// with it the pool below its rest size, for everyone.
 		if at, ok := m.spare.expected[k]; !ok || now.Sub(at) > m.opts.SpareIdle {
-			m.spare.expected[k] = now
+			at := arrived
+			if at.IsZero() || at.After(now) {
+				at = now
+			}
+			m.spare.expected[k] = at
 			m.spare.demand.active(now)
 		}
 	}
@@ -349,11 +358,10 @@ func (m *Manager) started(key Key) {
 	s := &m.spare
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// The lead is from the expectation of this very spoke, made when its
-	// request arrived or was planned; only a spoke not expected by name
-	// (its request named no app) is led by its user's AnyApp one. An
-	// older expectation of another app or of AnyApp may be a request
-	// that started no spoke, not this one's.
+	// The lead is from the arrival of this very spoke's request (see
+	// Expect); only a spoke not expected by name is led by its user's
+	// AnyApp expectation. An older expectation of another app or of
+	// AnyApp may be a request that started no spoke, not this one's.
 	first, ok := s.expected[key]
 	if !ok {
 		first = s.expected[Key{User: key.User, Session: key.Session, App: AnyApp}]

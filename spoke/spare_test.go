@@ -287,7 +287,7 @@ func TestExpectSizesSparesToDemand(t *testing.T) {
 	opts.MaxSpares, opts.SpareIdle = 3, 3*time.Second
 	m := newManager(t, opts)
 	waitSpares(t, m, 1)
-	m.Expect(key("@a:x", "echo"), key("@b:x", "echo"), key("@c:x", "echo"), key("@d:x", "echo"))
+	m.Expect(time.Now(), key("@a:x", "echo"), key("@b:x", "echo"), key("@c:x", "echo"), key("@d:x", "echo"))
 	waitSpares(t, m, 3)
 	_, info, err := m.Run(context.Background(), key("@a:x", "echo"), step("say", `{"text":"x"}`), &handler{})
 	if err != nil {
@@ -314,7 +314,7 @@ func TestNoRefillDuringABurst(t *testing.T) {
 	m := newManager(t, opts)
 	waitSpares(t, m, 1)
 	keys := []spoke.Key{key("@a:x", "echo"), key("@b:x", "echo")}
-	m.Expect(keys...)
+	m.Expect(time.Now(), keys...)
 	waitSpares(t, m, 2)
 	for _, k := range keys {
 		if _, info, err := m.Run(context.Background(), k, step("say", `{"text":"x"}`), &handler{}); err != nil || !info.Prestarted {
@@ -354,7 +354,7 @@ func TestExpectSkipsRunningSpokes(t *testing.T) {
 			if _, _, err := m.Run(context.Background(), key("@a:x", "echo"), step("say", `{"text":"x"}`), &handler{}); err != nil {
 				t.Fatal(err)
 			}
-			m.Expect(tt.expect)
+			m.Expect(time.Now(), tt.expect)
 			if tt.want > 0 {
 				waitSpares(t, m, tt.want)
 				return
@@ -373,7 +373,7 @@ func TestExpectAnyAppEndsWithTheUsersFirstSpoke(t *testing.T) {
 	opts, _ := spareOptions(t, 0)
 	opts.SpareIdle = time.Minute
 	m := newManager(t, opts)
-	m.Expect(spoke.Key{User: "@a:x", App: spoke.AnyApp, Session: "s1"})
+	m.Expect(time.Now(), spoke.Key{User: "@a:x", App: spoke.AnyApp, Session: "s1"})
 	waitSpares(t, m, 1)
 	_, info, err := m.Run(context.Background(), key("@a:x", "echo"), step("say", `{"text":"x"}`), &handler{})
 	if err != nil {
