@@ -9,6 +9,18 @@ import (
 	"time"
 )
 
+// demandManager is a manager with only its spare pool's bookkeeping: up
+// to capacity spares, Options.Spares spares, bursts that end after
+// minQuiet.
+func demandManager(spares, capacity int, minQuiet time.Duration) *Manager {
+	return &Manager{
+		opts:   Options{Spares: spares, SpareIdle: 30 * time.Second},
+		spares: make(chan *child, capacity),
+		spare: spareState{expected: map[Key]time.Time{}, firstSteps: map[Key]time.Time{},
+			demand: demand{halfLife: time.Hour, minQuiet: minQuiet, max: capacity}},
+	}
+}
+
 // Red-team review (redteam3) of the spares sized to demand, the frames
 // held for the next write and the hub's raw channel.
 
@@ -21,12 +33,7 @@ import (
 // everyone, and the next real burst of new users finds no spare.
 func TestRedteam3RepeatedExpectCannotHoldTheBurst(t *testing.T) {
 	const quiet = 40 * time.Millisecond
-	m := &Manager{
-		opts:   Options{Spares: 2, SpareIdle: 30 * time.Second},
-		spares: make(chan *child, 16),
-		spare: spareState{expected: map[Key]time.Time{},
-			demand: demand{halfLife: time.Hour, minQuiet: quiet, max: 16}},
-	}
+	m := demandManager(2, 16, quiet)
 	// The pool learned a peak of 10 from an earlier burst.
 	m.spare.demand.peak, m.spare.demand.peakAt = 10, time.Now()
 	chatty := Key{User: "@chatty:x", App: AnyApp, Session: "!room:x"}
@@ -56,15 +63,11 @@ func TestRedteam3RepeatedExpectCannotHoldTheBurst(t *testing.T) {
 // counts a spare as useful until the lead has passed: with a lead of 24 s
 // every expected spoke of a 100-user burst gets one, the refill-during-a-
 // burst that the pool's design avoids).
+//
 // The lead was measured from the user's earliest expectation; it is now
 // from the started spoke's own (see Manager.started).
 func TestRedteam3StaleExpectationInflatesLead(t *testing.T) {
-	m := &Manager{
-		opts:   Options{Spares: 2, SpareIdle: 30 * time.Second},
-		spares: make(chan *child, 16),
-		spare: spareState{expected: map[Key]time.Time{}, firstSteps: map[Key]time.Time{},
-			demand: demand{halfLife: time.Hour, minQuiet: time.Second, max: 16}},
-	}
+	m := demandManager(2, 16, time.Second)
 	m.spare.demand.lead = time.Second // learned from honest requests
 	for i := range 6 {
 		session := fmt.Sprintf("!room%d:x", i)
@@ -89,12 +92,7 @@ func TestRedteam3StaleExpectationInflatesLead(t *testing.T) {
 // once would keep MaxSpares spares resident on a small machine for hours.
 func TestRedteam3RestSizeBoundedByMemory(t *testing.T) {
 	newM := func(spares, allows int) *Manager {
-		m := &Manager{
-			opts:   Options{Spares: spares, SpareIdle: 30 * time.Second},
-			spares: make(chan *child, 128),
-			spare: spareState{expected: map[Key]time.Time{},
-				demand: demand{halfLife: time.Hour, minQuiet: time.Second, max: 128}},
-		}
+		m := demandManager(spares, 128, time.Second)
 		now := time.Now()
 		m.spare.demand.peak, m.spare.demand.peakAt = 100, now
 		m.spare.memoryAllows, m.spare.memoryAt = allows, now
@@ -138,12 +136,7 @@ func TestRedteam3RestSizeBoundedByMemory(t *testing.T) {
 // that a new request announces again is expected from now: kept with its
 // old time it was dropped at once, and the new request got no spare.
 func TestRedteam3ReannouncedExpiredKeyIsExpected(t *testing.T) {
-	m := &Manager{
-		opts:   Options{SpareIdle: 30 * time.Second},
-		spares: make(chan *child, 16),
-		spare: spareState{expected: map[Key]time.Time{},
-			demand: demand{halfLife: time.Hour, minQuiet: time.Second, max: 16}},
-	}
+	m := demandManager(0, 16, time.Second)
 	k := Key{User: "@a:x", App: "notes", Session: "!room:x"}
 	m.spare.expected[k] = time.Now().Add(-31 * time.Second)
 	m.Expect(time.Now(), k)
@@ -165,12 +158,7 @@ func TestRedteam3ReannouncedExpiredKeyIsExpected(t *testing.T) {
 // own time (a9cb60c) it was 5 ms, and servable then found no spare worth
 // starting for any expected spoke.
 func TestRedteam3PlannedSpokeLeadFromArrival(t *testing.T) {
-	m := &Manager{
-		opts:   Options{Spares: 2, SpareIdle: 30 * time.Second},
-		spares: make(chan *child, 16),
-		spare: spareState{expected: map[Key]time.Time{}, firstSteps: map[Key]time.Time{},
-			demand: demand{halfLife: time.Hour, minQuiet: time.Second, max: 16}},
-	}
+	m := demandManager(2, 16, time.Second)
 	arrived := time.Now().Add(-time.Second)
 	m.Expect(arrived, Key{User: "@a:x", App: AnyApp, Session: "!r:x"})  // as it arrived
 	m.Expect(arrived, Key{User: "@a:x", App: "notes", Session: "!r:x"}) // once planned
