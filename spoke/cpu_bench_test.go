@@ -39,7 +39,7 @@ func BenchmarkWarmStepCPU(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	spoke0, hub0, switches0 := threadsCPU(b, info.PID), hubCPU(b), threadsSwitches(b, info.PID)
+	spoke0, hub0, switches0 := threadsCPU(b, info.PID), hubCPU(b), switches(b, info.PID)
 	for b.Loop() {
 		time.Sleep(20 * time.Millisecond)
 		if _, _, err := m.Run(ctx, k, s, h); err != nil {
@@ -50,30 +50,7 @@ func BenchmarkWarmStepCPU(b *testing.B) {
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
 	b.ReportMetric(per(threadsCPU(b, info.PID)-spoke0), "spoke-cpu-µs/step")
 	b.ReportMetric(per(hubCPU(b)-hub0), "hub-cpu-µs/step")
-	b.ReportMetric(float64(threadsSwitches(b, info.PID)-switches0)/float64(b.N), "spoke-switches/step")
-}
-
-// threadsSwitches is a process's context switches so far, voluntary and
-// not, summed over its threads.
-func threadsSwitches(b *testing.B, pid int) int64 {
-	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/status")
-	if err != nil || len(tasks) == 0 {
-		b.Fatalf("no threads of %d: %v", pid, err)
-	}
-	var total int64
-	for _, t := range tasks {
-		raw, err := os.ReadFile(t)
-		if err != nil {
-			continue // the thread ended
-		}
-		for _, line := range strings.Split(string(raw), "\n") {
-			if name, n, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(name, "ctxt_switches") {
-				v, _ := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
-				total += v
-			}
-		}
-	}
-	return total
+	b.ReportMetric(float64(switches(b, info.PID)-switches0)/float64(b.N), "spoke-switches/step")
 }
 
 // threadsCPU is a process's CPU time so far, summed over its threads'

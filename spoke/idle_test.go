@@ -14,8 +14,8 @@ import (
 )
 
 // switches is the number of context switches of a process's threads so
-// far, from /proc/PID/task/TID/status.
-func switches(t *testing.T, pid int) int {
+// far, voluntary and not, from /proc/PID/task/TID/status.
+func switches(t testing.TB, pid int) int {
 	t.Helper()
 	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/status")
 	if err != nil || len(tasks) == 0 {
