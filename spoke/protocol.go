@@ -276,6 +276,9 @@ func decodeFrame(buf []byte, kinds map[Kind]bool) (Frame, error) {
 	return f, nil
 }
 
+// encodedHead is how the Encoder begins every frame (see append).
+var encodedHead = []byte(`{"v":` + strconv.Itoa(ProtocolVersion) + `,"kind":"`)
+
 // decodeEncoded reads a frame as this package's Encoder writes it with
 // no error text, `{"v":1,"kind":"<kind>","id":<id>,"body":<body>}` (or
 // without body), in one scan of the body instead of the three of a
@@ -283,8 +286,7 @@ func decodeFrame(buf []byte, kinds map[Kind]bool) (Frame, error) {
 // is buf's own bytes. It accepts only what decodeStrict accepts, and
 // reads it the same way; anything else, ok false, is left to it.
 func decodeEncoded(buf []byte) (f Frame, ok bool) {
-	const head = `{"v":1,"kind":"`
-	rest, found := bytes.CutPrefix(buf, []byte(head))
+	rest, found := bytes.CutPrefix(buf, encodedHead)
 	if !found {
 		return Frame{}, false
 	}
